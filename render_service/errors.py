@@ -1,0 +1,82 @@
+"""Errors of the service, each carrying its HTTP meaning; mapped to a body once, at the edge.
+
+Hierarchy::
+
+    RenderServiceError (500, "InternalServerError")
+    ├── InvalidRequest (400, "BadRequestError")      also a ValueError
+    │   ├── TemplateRenderError                      chat template failed or over budget
+    │   ├── ContextLengthExceeded                    prompt longer than max_model_len
+    │   └── InvalidStreamState                       malformed, foreign or tampered stream_state
+    ├── PayloadTooLarge (413, "PayloadTooLargeError")
+    ├── Unauthorized (401, "AuthenticationError")
+    └── UnknownModel (404, "NotFoundError")
+
+The body is the upstream (vLLM 0.33) shape:
+``{"error": {"message": str, "type": str, "param": str | None, "code": int}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RenderServiceError(Exception):
+    """Root of the service's errors. ``param`` names the offending request field, if any."""
+
+    status_code: int = 500
+    error_type: str = "InternalServerError"
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class InvalidRequest(RenderServiceError, ValueError):
+    """The request is well-formed JSON but cannot be served as asked."""
+
+    status_code = 400
+    error_type = "BadRequestError"
+
+
+class TemplateRenderError(InvalidRequest):
+    """The chat template raised, or exceeded its time or size budget."""
+
+
+class ContextLengthExceeded(InvalidRequest):
+    """The prompt (or prompt plus output) is longer than ``max_model_len``."""
+
+
+class InvalidStreamState(InvalidRequest):
+    """``stream_state`` is malformed, of another version or configuration, or tampered with."""
+
+
+class PayloadTooLarge(RenderServiceError):
+    """The request body exceeds the configured limit."""
+
+    status_code = 413
+    error_type = "PayloadTooLargeError"
+
+
+class Unauthorized(RenderServiceError):
+    """Missing or wrong ``Authorization: Bearer`` key."""
+
+    status_code = 401
+    error_type = "AuthenticationError"
+
+
+class UnknownModel(RenderServiceError):
+    """The request names a model this server does not serve."""
+
+    status_code = 404
+    error_type = "NotFoundError"
+
+
+def error_body(message: str, error_type: str, code: int, param: str | None = None) -> dict[str, Any]:
+    """Build the upstream error body ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+
+
+def to_error_body(exc: RenderServiceError) -> dict[str, Any]:
+    """The upstream error body for one of our exceptions."""
+    return error_body(exc.message, exc.error_type, exc.status_code, exc.param)

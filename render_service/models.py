@@ -1,0 +1,160 @@
+"""The loaded model: tokenizer, chat template, generation defaults and token facts.
+
+Loaded once at start-up by :func:`load_bundle`; immutable afterwards and shared by every request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidRequest
+from .settings import Settings
+
+logger = logging.getLogger(__name__)
+
+#: Generation-config keys that become server-side sampling defaults (as vLLM's
+#: ``ModelConfig.get_diff_sampling_param``).
+GENERATION_DEFAULT_KEYS = (
+    "repetition_penalty",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "max_new_tokens",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelBundle:
+    """Everything request handling needs to know about the served model.
+
+    Attributes:
+        names: accepted ``model`` names; ``names[0]`` is echoed.
+        root: the folder or hub id it was loaded from.
+        tokenizer: the Hugging Face tokenizer (fast, ``tokenizers``-backed).
+        chat_template: Jinja source of the chat template in use.
+        generation_defaults: sampling defaults from generation_config.json (subset of
+            :data:`GENERATION_DEFAULT_KEYS`), empty with ``--generation-config vllm``.
+        eos_token_ids: the tokenizer's EOS id plus generation_config ``eos_token_id`` ids.
+        max_model_len: context length in tokens.
+        vocab_size: number of ids the tokenizer can produce (added tokens included).
+        special_token_ids: ids of tokens flagged ``special`` (dropped from text unless a
+            parser uses them as markers).
+        added_vocab: added-token text -> id (``<think>``, ``<|im_end|>`` ...).
+        config: config.json contents (``model_type`` etc.), empty when absent.
+    """
+
+    names: tuple[str, ...]
+    root: str
+    tokenizer: Any
+    chat_template: str | None
+    generation_defaults: dict[str, Any]
+    eos_token_ids: frozenset[int]
+    max_model_len: int
+    vocab_size: int
+    special_token_ids: frozenset[int]
+    added_vocab: dict[str, int]
+    config: dict[str, Any]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        with path.open(encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except FileNotFoundError:
+        return {}
+
+
+def _load_chat_template(settings: Settings, tokenizer: Any) -> str | None:
+    """``--chat-template`` (a file path or inline Jinja), else the tokenizer's own template."""
+    if settings.chat_template:
+        candidate = Path(settings.chat_template)
+        if candidate.is_file():
+            return candidate.read_text(encoding="utf-8")
+        if "{" not in settings.chat_template:
+            raise InvalidRequest(f"--chat-template: no such file: {settings.chat_template}")
+        return settings.chat_template
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, dict):  # named templates: prefer "default"
+        template = template.get("default") or next(iter(template.values()), None)
+    return template
+
+
+def _max_model_len(settings: Settings, config: dict[str, Any], tokenizer: Any) -> int:
+    if settings.max_model_len:
+        return settings.max_model_len
+    for key in ("max_position_embeddings", "max_seq_len", "n_positions", "seq_length"):
+        value = config.get(key) or (config.get("text_config") or {}).get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    value = getattr(tokenizer, "model_max_length", None)
+    if isinstance(value, int) and 0 < value < 10**8:
+        return value
+    return 8192
+
+
+def load_bundle(settings: Settings) -> ModelBundle:
+    """Load tokenizer, template and configs for ``settings.model_path``.
+
+    Raises:
+        OSError: the folder or hub id cannot be loaded (offline and not cached).
+    """
+    from transformers import AutoTokenizer
+
+    root = settings.model_path
+    tokenizer = AutoTokenizer.from_pretrained(root)
+    folder = Path(root)
+    config = _read_json(folder / "config.json") if folder.is_dir() else {}
+    gen_config = _read_json(folder / "generation_config.json") if folder.is_dir() else {}
+
+    eos: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        eos.add(int(tokenizer.eos_token_id))
+    gen_eos = gen_config.get("eos_token_id")
+    if isinstance(gen_eos, int):
+        eos.add(gen_eos)
+    elif isinstance(gen_eos, list):
+        eos.update(int(i) for i in gen_eos)
+
+    defaults: dict[str, Any] = {}
+    if settings.generation_config != "vllm":
+        defaults = {k: gen_config[k] for k in GENERATION_DEFAULT_KEYS if k in gen_config}
+
+    added_vocab = dict(tokenizer.get_added_vocab())
+    special_ids = frozenset(int(i) for i in tokenizer.all_special_ids)
+    decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    special_ids = special_ids | frozenset(int(i) for i, tok in decoder.items() if getattr(tok, "special", False))
+
+    return ModelBundle(
+        names=settings.model_names,
+        root=root,
+        tokenizer=tokenizer,
+        chat_template=_load_chat_template(settings, tokenizer),
+        generation_defaults=defaults,
+        eos_token_ids=frozenset(eos),
+        max_model_len=_max_model_len(settings, config, tokenizer),
+        vocab_size=len(tokenizer),
+        special_token_ids=special_ids,
+        added_vocab=added_vocab,
+        config=config,
+    )
+
+
+def check_model(bundle: ModelBundle, name: str | None) -> str:
+    """Resolve a request's ``model`` field to the echoed name.
+
+    Raises:
+        UnknownModel: ``name`` is set and is not one of ``bundle.names`` (upstream message).
+    """
+    from .errors import UnknownModel
+
+    if name is None or name == "" or name in bundle.names:
+        return bundle.names[0]
+    raise UnknownModel(
+        f"The model `{name}` does not exist. Valid aliases: {', '.join(bundle.names)}.", param="model"
+    )
