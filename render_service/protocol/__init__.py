@@ -1,0 +1,7 @@
+"""Pydantic wire models mirroring the OpenAI and vLLM 0.33 shapes (data only, no logic).
+
+Modules: ``common`` (base model with the extra-field policy, usage, errors), ``chat``
+(``ChatCompletionRequest``), ``completion`` (``CompletionRequest``), ``generate``
+(``GenerateRequest``, sampling params, generate responses/chunks), ``derender`` (derender
+requests and responses).
+"""

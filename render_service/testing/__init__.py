@@ -1,0 +1,1 @@
+"""Test helpers shipped with the package (e.g. a scripted tokens-only engine)."""
