@@ -35,7 +35,11 @@ _REASONING: dict[str, str] = {
     "qwen3": "parsers.formats.qwen3:SPEC",
 }
 _TOOL: dict[str, str] = {
+    "deepseek_v3": "parsers.formats.deepseek_v3:SPEC",
+    "deepseek_v31": "parsers.formats.deepseek_v3:SPEC_V31",
     "hermes": "parsers.formats.hermes:SPEC",
+    "kimi_k2": "parsers.formats.kimi_k2:SPEC",
+    "step3": "parsers.formats.step3:SPEC",
     "qwen3_json": "parsers.formats.hermes:SPEC",
 }
 

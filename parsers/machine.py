@@ -8,6 +8,10 @@ State (a JSON-compatible dict, mutated in place and returned by the caller's fac
 * ``hold``: text of ``"hold"`` modes awaiting a decision (see :mod:`parsers.spec`).
 * ``body``: the body handler's state while a tool-call body is open, else ``None``.
 * ``n``: number of tool calls started so far (the next call's index).
+* ``req`` (only when non-empty): per-request body options from the parse context (call-id
+  template and history count ``ids``, parameter ``types``), merged into every body start.
+* ``j`` (only for specs with ``separators``): per kind 0 = no text yet, 1 = text in the
+  current visit, 2 = text earlier and a new visit started (the next text gets the separator).
 
 Cost per ``feed``: O(len(buf) + len(text)) regex work plus the body handler's own linear
 scan; nothing is re-read from earlier chunks. Markers are matched on text: the derender keeps
@@ -51,16 +55,31 @@ def _compile(spec: FormatSpec) -> dict[str, _Mode]:
     return table
 
 
-def start(spec: FormatSpec, mode: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+def start(
+    spec: FormatSpec,
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    request: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Initial engine state in ``mode`` (default ``spec.initial_mode``).
 
     When that mode is a body mode the body starts at once (guided-JSON tool choice), with
-    ``options`` overriding ``spec.body_options``.
+    ``options`` overriding ``spec.body_options``. ``request`` holds per-request values kept in
+    the state (``ids``: ``[call-id template, history tool-call count]``, ``types``).
     """
     st: dict[str, Any] = {"mode": mode or spec.initial_mode, "buf": "", "hold": "", "body": None, "n": 0}
+    if request:
+        st["req"] = request
+    if spec.separators:
+        st["j"] = dict.fromkeys(spec.separators, 0)
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
-        st["body"] = spec.body.start("", {**spec.body_options, **(options or {})})
+        st["body"] = spec.body.start("", {**_body_options(spec, st), **(options or {})})
     return st
+
+
+def _body_options(spec: FormatSpec, st: dict[str, Any]) -> dict[str, Any]:
+    req = st.get("req")
+    return {**spec.body_options, **req} if req else dict(spec.body_options)
 
 
 def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -> list[Event]:
@@ -72,12 +91,19 @@ def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -
     pos = 0
     while pos < len(buf):
         mode = st["mode"]
-        if spec.modes[mode] == BODY:
+        info = table[mode]
+        if spec.modes[mode] == BODY and info.regex is None:
             pos = _feed_body(spec, st, buf, pos, out)
             continue
-        info = table[mode]
         match = info.regex.search(buf, pos) if info.regex else None
         end = match.start() if match else len(buf) - (0 if final else _partial(buf, pos, info))
+        if spec.modes[mode] == BODY:
+            step = _feed_closable_body(spec, st, buf, pos, end, match, out)
+            if step is None:
+                st["buf"] = buf[end:]
+                break
+            pos = step
+            continue
         broke = _emit_text(spec, st, buf[pos:end], out)
         if broke is not None:
             pos += broke
@@ -99,7 +125,8 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     if st["hold"]:
         hold, st["hold"] = st["hold"], ""
         if kind in (CONTENT, REASONING):
-            out.append((kind, hold))
+            _new_visit(spec, st, kind)
+            _sink(kind, st, _joined(spec, st, kind, hold), out)
     return out
 
 
@@ -124,8 +151,25 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
             _sink(spec.modes[mode], st, text[:stripped], out)
             _apply(spec, st, brk, "", out)
             return stripped
-    _sink(spec.modes[mode], st, text, out)
+    sink = spec.modes[mode]
+    _sink(sink, st, _joined(spec, st, sink, text), out)
     return None
+
+
+def _joined(spec: FormatSpec, st: dict[str, Any], kind: str, text: str) -> str:
+    """Prefix the kind's separator when this is the first text of a later visit."""
+    flags = st.get("j")
+    if not text or flags is None or kind not in flags:
+        return text
+    prefix = spec.separators[kind] if flags[kind] == 2 else ""
+    flags[kind] = 1
+    return prefix + text
+
+
+def _new_visit(spec: FormatSpec, st: dict[str, Any], kind: str) -> None:
+    flags = st.get("j")
+    if flags is not None and flags.get(kind) == 1:
+        flags[kind] = 2
 
 
 def _sink(sink: str, st: dict[str, Any], text: str, out: list[Event]) -> None:
@@ -141,13 +185,19 @@ def _sink(sink: str, st: dict[str, Any], text: str, out: list[Event]) -> None:
 
 def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, out: list[Event]) -> None:
     """Switch mode: release the hold if asked, start a body or keep the marker text."""
-    if tr.release is not None and st["hold"]:
+    to = tr.to
+    if tr.route:
+        assert spec.route is not None
+        marker, st["hold"] = st["hold"], ""
+        to = spec.route(marker) or tr.to
+    elif tr.release is not None and st["hold"]:
         _sink(tr.release, st, st["hold"], out)  # "drop" discards
         st["hold"] = ""
-    st["mode"] = tr.to
-    sink = spec.modes[tr.to]
+    st["mode"] = to
+    sink = spec.modes[to]
+    _new_visit(spec, st, sink)
     if sink == BODY and spec.body is not None:
-        st["body"] = spec.body.start(marker, spec.body_options)
+        st["body"] = spec.body.start(marker, _body_options(spec, st))
     elif tr.keep:
         _sink(sink, st, marker, out)
 
@@ -159,6 +209,34 @@ def _feed_body(spec: FormatSpec, st: dict[str, Any], buf: str, pos: int, out: li
     return len(buf) if end is None else pos + end
 
 
+def _feed_closable_body(
+    spec: FormatSpec,
+    st: dict[str, Any],
+    buf: str,
+    pos: int,
+    end: int,
+    match: re.Match[str] | None,
+    out: list[Event],
+) -> int | None:
+    """A body mode with marker transitions: feed the text before the marker, then close the
+    body (``finish``) and apply the marker's transition. Returns the next position, or
+    ``None`` when the chunk is used up (a partial marker stays in ``buf``)."""
+    assert spec.body is not None
+    mode = st["mode"]
+    events, stop = spec.body.feed(st["body"], buf[pos:end])
+    _handle(spec, st, events, stop, out)
+    if stop is not None or st["body"] is None:
+        return pos + (end - pos if stop is None else stop)
+    if match is None:
+        return None
+    _handle(spec, st, spec.body.finish(st["body"]), None, out)
+    if st["mode"] != mode:  # rejected: the marker is text of the reject mode
+        return match.start()
+    st["body"] = None
+    _apply(spec, st, spec.transitions[(mode, _compile(spec)[mode].names[match.group()])], match.group(), out)
+    return match.end()
+
+
 def _handle(
     spec: FormatSpec, st: dict[str, Any], events: list[Event], end: int | None, out: list[Event]
 ) -> None:
@@ -166,7 +244,7 @@ def _handle(
     rejected = False
     for ev in events:
         if ev[0] == "name":
-            out.append(("name", st["n"], ev[1]))
+            out.append(("name", st["n"], ev[1], ev[2] if len(ev) > 2 and ev[2] else _mint(st, ev[1])))
             st["n"] += 1
         elif ev[0] == "args":
             out.append(("args", st["n"] - 1, ev[1]))
@@ -176,3 +254,9 @@ def _handle(
     if rejected or end is not None:
         st["body"] = None
         st["mode"] = spec.reject_mode if rejected else spec.body_end_mode
+
+
+def _mint(st: dict[str, Any], name: str) -> str | None:
+    """A call id from the request's template (``req.ids`` = [template, history count])."""
+    ids = (st.get("req") or {}).get("ids")
+    return ids[0].format(name=name, n=ids[1] + st["n"]) if ids else None

@@ -23,6 +23,7 @@ from typing import Any
 
 from . import machine
 from .jsoncalls import JsonCalls
+from .schema import schema_types
 from .spec import BODY, CONTENT, DROP, FormatSpec
 from .types import Delta, ParseContext, ParseResult, ToolCall, ToolCallDelta
 
@@ -83,11 +84,13 @@ class Parser:
                 if chooser
                 else None
             )
-            st["r"] = machine.start(self.reasoning, mode)
+            st["r"] = machine.start(
+                self.reasoning, mode, None, self._request(ctx) if self._combined else None
+            )
         kind, options = self._tool_kind(ctx)
         if kind is not None:
             st["tk"] = kind
-            st["t"] = machine.start(self._tool_spec(kind), None, options)
+            st["t"] = machine.start(self._tool_spec(kind), None, options, self._request(ctx))
         return st
 
     def reasoning_ended(self, state: Mapping[str, Any]) -> bool | None:
@@ -124,6 +127,25 @@ class Parser:
         return join_deltas(first + last)
 
     # -- internals --------------------------------------------------------------------
+
+    @property
+    def _combined(self) -> bool:
+        """One format parses reasoning, content and calls (Harmony): both names resolve to
+        the same spec. It runs once as the reasoning phase; its calls surface only when the
+        tool phase is active (tools given, tool_choice not "none")."""
+        return self.tool is not None and self.tool is self.reasoning
+
+    def _request(self, ctx: ParseContext) -> dict[str, Any] | None:
+        """Per-request values the tool format needs later (kept in the engine state)."""
+        spec = self.tool
+        if spec is None:
+            return None
+        req: dict[str, Any] = {}
+        if spec.call_id:
+            req["ids"] = [spec.call_id, ctx.history_tool_call_cnt]
+        if spec.schema_types:
+            req["types"] = schema_types(ctx.tools)
+        return req or None
 
     def _prompt_last(self, prompt: Sequence[int] | None) -> str | None:
         open_id, close_id, bounds = self.prompt_ids
@@ -168,11 +190,12 @@ class Parser:
                 r_events += machine.finish(self.reasoning, st["r"])
         else:
             r_events = [("content", text)] if text else []
-        tspec = self._tool_spec(st["tk"]) if st["t"] is not None else None
+        combined = self._combined
+        tspec = self._tool_spec(st["tk"]) if st["t"] is not None and not combined else None
         for ev in r_events:
             if ev[0] == "content" and tspec is not None:
                 events += machine.feed(tspec, st["t"], ev[1])
-            else:
+            elif ev[0] in ("content", "reasoning") or st["t"] is not None:
                 events.append(ev)
         if final and tspec is not None:
             events += machine.finish(tspec, st["t"])
@@ -185,6 +208,8 @@ def _copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
     for phase in ("r", "t"):
         if new.get(phase) is not None:
             new[phase] = dict(new[phase])
+            if "j" in new[phase]:
+                new[phase]["j"] = dict(new[phase]["j"])
             if new[phase]["body"] is not None:
                 new[phase]["body"] = dict(new[phase]["body"])
     return new
@@ -211,9 +236,9 @@ def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool) -> li
 
 
 def _add_call_event(calls: list[ToolCallDelta], ev: tuple[Any, ...]) -> None:
-    kind, index, value = ev
+    kind, index, value = ev[:3]
     if kind == "name":
-        calls.append(ToolCallDelta(index=index, name=value))
+        calls.append(ToolCallDelta(index=index, id=ev[3] if len(ev) > 3 else None, name=value))
         return
     if not value:
         return

@@ -14,7 +14,20 @@ Sinks:
   releases them with ``Transition.release`` or finish releases them with
   ``FormatSpec.finish_release[mode]``. Used for tentative decisions (qwen3: is a
   ``<tool_call>`` inside reasoning a draft or the real call?).
-* ``"body"``: text goes to ``FormatSpec.body`` until the handler reports the body's end.
+* ``"body"``: text goes to ``FormatSpec.body`` until the handler reports the body's end, or
+  until a marker with a transition from the body mode arrives (the engine then closes the
+  body with ``BodyHandler.finish`` and applies the transition; used by formats whose calls
+  end with a special token, e.g. Kimi ``<|tool_call_end|>``).
+
+Headers (routing): a ``Transition`` with ``route=True`` picks its target from the text held
+in ``state["hold"]`` (e.g. the call header ``functions.get_weather:0`` or a Harmony message
+header ``<|start|>assistant<|channel|>commentary to=functions.f``): ``FormatSpec.route(header)``
+returns the next mode (``None`` → ``Transition.to``). The header is consumed; when the target
+is a body mode it is handed to ``BodyHandler.start`` in place of the marker text.
+
+Call ids: a handler's name event may carry the format's native id (``("name", name, id)``);
+otherwise, when ``FormatSpec.call_id`` is set, the engine mints ``call_id.format(name=..,
+n=history_tool_call_cnt + index)`` (Kimi ``functions.{name}:{n}``).
 
 Example (a minimal ``<think>`` reasoning format)::
 
@@ -56,9 +69,9 @@ HOLD = "hold"
 BODY = "body"
 SINKS = frozenset({CONTENT, REASONING, DROP, HOLD, BODY})
 
-#: An engine event: ``("content", text)``, ``("reasoning", text)``, ``("name", index, name)``,
-#: ``("args", index, fragment)``; handlers emit ``("name", name)``, ``("args", fragment)``,
-#: ``("reject", raw_text)`` and the engine adds the call index.
+#: An engine event: ``("content", text)``, ``("reasoning", text)``, ``("name", index, name, id)``,
+#: ``("args", index, fragment)``; handlers emit ``("name", name)`` or ``("name", name, id)``,
+#: ``("args", fragment)``, ``("reject", raw_text)`` and the engine adds the call index.
 Event = tuple[Any, ...]
 
 
@@ -69,7 +82,8 @@ class BodyHandler(Protocol):
     """
 
     def start(self, marker: str, options: Mapping[str, Any]) -> dict[str, Any]:
-        """New body state; ``marker`` is the start-marker text (kept for rejection)."""
+        """New body state; ``marker`` is the start-marker text (kept for rejection), or the
+        header text when the body was entered by a routed transition."""
         ...
 
     def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
@@ -80,7 +94,8 @@ class BodyHandler(Protocol):
         ...
 
     def finish(self, st: dict[str, Any]) -> list[Event]:
-        """End of stream inside the body: release withheld pieces or reject."""
+        """End of stream (or a closing marker) inside the body: release withheld pieces or
+        reject."""
         ...
 
 
@@ -100,6 +115,7 @@ class Transition:
     to: str
     keep: bool = False
     release: Literal["content", "reasoning", "drop"] | None = None
+    route: bool = False
 
 
 #: Chooses the initial mode of a reasoning spec from ``chat_template_kwargs`` and the last
@@ -131,6 +147,12 @@ class FormatSpec:
         turn_boundaries: marker texts that end the backward prompt scan (e.g. ``<|im_start|>``).
         guided_json: tool specs only: ``tool_choice`` required/named parse vLLM's guided JSON
             (``supports_required_and_named``) instead of the native syntax.
+        route: header text -> next mode, for ``Transition(route=True)``.
+        separators: sink kind (``"content"``/``"reasoning"``) -> text put between the texts
+            of two separate visits to modes of that kind (Harmony joins messages with ``\n``).
+        call_id: template for minted call ids, ``{name}`` and ``{n}`` (history count + index).
+        schema_types: the body handler needs the request's parameter types: options get
+            ``types`` = ``{tool name: {parameter: JSON-schema type}}``.
     """
 
     name: str
@@ -151,6 +173,10 @@ class FormatSpec:
     prompt_close: str | None = None
     turn_boundaries: tuple[str, ...] = ()
     guided_json: bool = True
+    route: Callable[[str], str | None] | None = None
+    separators: Mapping[str, str] = field(default_factory=dict)
+    call_id: str | None = None
+    schema_types: bool = False
 
     def __post_init__(self) -> None:
         _check(self)
@@ -176,5 +202,7 @@ def _check(spec: FormatSpec) -> None:
         spec.body is None or spec.body_end_mode is None or spec.reject_mode is None
     ):
         raise ValueError(f"{spec.name}: a body mode needs body, body_end_mode and reject_mode")
+    if any(t.route for t in spec.transitions.values()) and spec.route is None:
+        raise ValueError(f"{spec.name}: a routed transition needs FormatSpec.route")
     if any(not text for text in spec.markers.values()):
         raise ValueError(f"{spec.name}: empty marker text")
