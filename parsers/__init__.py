@@ -32,6 +32,8 @@ __all__ = [
 
 _REASONING: dict[str, str] = {
     "deepseek_r1": "parsers.formats.deepseek_r1:SPEC",
+    "gpt-oss": "parsers.formats.harmony:SPEC",
+    "openai_gptoss": "parsers.formats.harmony:SPEC",
     "qwen3": "parsers.formats.qwen3:SPEC",
 }
 _TOOL: dict[str, str] = {
@@ -39,6 +41,7 @@ _TOOL: dict[str, str] = {
     "deepseek_v31": "parsers.formats.deepseek_v3:SPEC_V31",
     "hermes": "parsers.formats.hermes:SPEC",
     "kimi_k2": "parsers.formats.kimi_k2:SPEC",
+    "openai": "parsers.formats.harmony:SPEC",
     "step3": "parsers.formats.step3:SPEC",
     "qwen3_json": "parsers.formats.hermes:SPEC",
 }
