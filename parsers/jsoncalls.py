@@ -163,7 +163,7 @@ def _structural(st: dict[str, Any], c: str, ev: list[Event]) -> str:
             return "ok"
         if c == ",":
             return "ok"
-        if c == "]":
+        if c == "]" and st["commits"] > 0:  # an empty array is not a call: given back
             st["s"] = "done"
             return "ok"
     elif s == "key_pre":
