@@ -98,6 +98,8 @@ def _feed(st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
         s = st["s"]
         if s == "val":
             i = _value(st, text, i, ev)
+            if st["s"] == "bad":
+                return _stop(st, text, i, ev)
         elif s == "key":
             i = _key(st, text, i)
         elif text[i] in _WS:
@@ -191,7 +193,8 @@ def _open_value(st: dict[str, Any], c: str, ev: list[Event]) -> str:
         st.update(vk="name", pend_name="")
     elif key in st["ak"] and not st["has"]:
         st.update(vk="args", has=True, sc=c not in '{["')
-        _maybe_commit(st, ev)
+        if c not in "{[":  # objects/arrays commit once their first token is seen (_value)
+            _maybe_commit(st, ev)
     else:
         st["vk"] = "skip"
     st.update(vd=0, vs=False, ve=False)
@@ -233,9 +236,29 @@ def _value(st: dict[str, Any], text: str, i: int, ev: list[Event]) -> int:
     else:
         i, done = _scan_nested(st, text, i)
     _value_out(st, text[start:i], ev)
+    if st["vk"] == "args" and not st["sent"] and not st["sc"] and st["name"] is not None:
+        ok = _first_token_ok(st["pend"])
+        if ok is False:
+            st["s"] = "bad"
+            return i
+        if ok:
+            _maybe_commit(st, ev)
     if done:
         _value_done(st, ev)
     return i
+
+
+def _first_token_ok(pend: str) -> bool | None:
+    """Whether an object/array arguments value starts like JSON (``{"``, ``{}``, ``[1`` ...):
+    the call is committed only then, so ``{invalid json}`` is rejected before its name is
+    sent (vLLM batch: invalid JSON → content). ``None``: not known yet."""
+    body = pend.lstrip()
+    if body[:1] not in ("{", "["):
+        return True
+    rest = body[1:].lstrip()
+    if not rest:
+        return None
+    return rest[0] in ('"}' if body[0] == "{" else '{["-0123456789tfn]')
 
 
 def _scan_nested(st: dict[str, Any], text: str, i: int) -> tuple[int, bool]:
@@ -293,7 +316,9 @@ def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
             name = None
         st["name"] = name if isinstance(name, str) else None
         _maybe_commit(st, ev)
-    elif kind == "args" and st["sent"] and st["pend"]:
+    elif kind == "args" and not st["sent"]:
+        _maybe_commit(st, ev)
+    elif kind == "args" and st["pend"]:
         ev.append(("args", st["pend"]))
         st["pend"] = ""
     if st.get("fixed"):
