@@ -44,6 +44,11 @@ class JsonCalls:
         name_key: key of the function name (``"name"``).
         args_keys: keys accepted for the arguments value.
         fixed_name: named tool choice: the body is the bare arguments value of this function.
+        require_args: a call object without an arguments key is not a call (llama: rejected).
+        close: text that must follow the JSON (after optional whitespace) for the body to be
+            a call (granite4 ``</tool_call>``). The body's calls are then *atomic*: withheld
+            until ``close`` arrives and emitted whole, and the body is rejected (its raw text
+            becomes content) when anything else follows or the stream ends first.
     """
 
     def start(self, marker: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,7 +63,11 @@ class JsonCalls:
             "key": "",
             "esc": False,
             "commits": 0,
+            "req": bool(options.get("require_args")),
+            "close": options.get("close"),
         }
+        if st["close"]:
+            st.update(q=[], cm=0)
         _new_call(st)
         if fixed:
             st.update(name=fixed, key=st["ak"][0], fixed=True)
@@ -66,40 +75,77 @@ class JsonCalls:
 
     def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
         """Scan ``text``; see :class:`parsers.spec.BodyHandler`."""
-        ev: list[Event] = []
-        i, end = 0, None
-        while i < len(text):
-            s = st["s"]
-            if s == "val":
-                i = _value(st, text, i, ev)
-            elif s == "key":
-                i = _key(st, text, i)
-            elif text[i] in _WS:
-                i += 1
-            else:
-                step = _structural(st, text[i], ev)
-                if step == "ok":
-                    i += 1
-                    if st["s"] == "done":
-                        end = i
-                        break
-                elif step == "value":
-                    st["s"] = "val"
-                else:
-                    return _stop(st, text, i, ev)
-        if st["raw"] is not None:
-            st["raw"] += text[: len(text) if end is None else end]
-        return ev, end
+        if not st["close"]:
+            return _feed(st, text)
+        return _feed_atomic(st, text)
 
     def finish(self, st: dict[str, Any]) -> list[Event]:
         """End of stream: release a withheld scalar, or reject an uncommitted body."""
         ev: list[Event] = []
-        if st["commits"] == 0 and not st["sent"]:
+        if st["close"] or (st["commits"] == 0 and not st["sent"]):
             return [("reject", st["raw"] or "")]
         if st["sent"] and st["pend"]:
             ev.append(("args", st["pend"]))
             st["pend"] = ""
         return ev
+
+
+def _feed(st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
+    """The scanner: events for ``text`` and where the body ended (``None``: not yet)."""
+    ev: list[Event] = []
+    i, end = 0, None
+    while i < len(text):
+        s = st["s"]
+        if s == "val":
+            i = _value(st, text, i, ev)
+            if st["s"] == "bad":
+                return _stop(st, text, i, ev)
+        elif s == "key":
+            i = _key(st, text, i)
+        elif text[i] in _WS:
+            i += 1
+        else:
+            step = _structural(st, text[i], ev)
+            if step == "ok":
+                i += 1
+                if st["s"] == "done":
+                    end = i
+                    break
+            elif step == "value":
+                st["s"] = "val"
+            else:
+                return _stop(st, text, i, ev)
+    if st["raw"] is not None:
+        st["raw"] += text[: len(text) if end is None else end]
+    return ev, end
+
+
+def _feed_atomic(st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
+    """``close`` mode: queue the calls of the JSON, then match the closing text."""
+    i = 0
+    if st["s"] != "close":
+        ev, end = _feed(st, text)
+        if any(e[0] == "reject" for e in ev):
+            return ev, end
+        st["q"] = st["q"] + [list(e) for e in ev]  # new list: states stay independent
+        if end is None:
+            return [], None
+        st["s"], i = "close", end
+    close = st["close"]
+    j = i
+    while j < len(text):
+        c = text[j]
+        if st["cm"] == 0 and c in _WS:
+            j += 1
+        elif c == close[st["cm"]]:
+            st["cm"] += 1
+            j += 1
+            if st["cm"] == len(close):
+                return [tuple(e) for e in st["q"]], j
+        else:
+            return [("reject", st["raw"] + text[i:j])], j
+    st["raw"] += text[i:]
+    return [], None
 
 
 def _new_call(st: dict[str, Any]) -> None:
@@ -119,7 +165,7 @@ def _structural(st: dict[str, Any], c: str, ev: list[Event]) -> str:
             return "ok"
         if c == ",":
             return "ok"
-        if c == "]":
+        if c == "]" and st["commits"] > 0:  # an empty array is not a call: given back
             st["s"] = "done"
             return "ok"
     elif s == "key_pre":
@@ -147,7 +193,8 @@ def _open_value(st: dict[str, Any], c: str, ev: list[Event]) -> str:
         st.update(vk="name", pend_name="")
     elif key in st["ak"] and not st["has"]:
         st.update(vk="args", has=True, sc=c not in '{["')
-        _maybe_commit(st, ev)
+        if c not in "{[":  # objects/arrays commit once their first token is seen (_value)
+            _maybe_commit(st, ev)
     else:
         st["vk"] = "skip"
     st.update(vd=0, vs=False, ve=False)
@@ -189,9 +236,29 @@ def _value(st: dict[str, Any], text: str, i: int, ev: list[Event]) -> int:
     else:
         i, done = _scan_nested(st, text, i)
     _value_out(st, text[start:i], ev)
+    if st["vk"] == "args" and not st["sent"] and not st["sc"] and st["name"] is not None:
+        ok = _first_token_ok(st["pend"])
+        if ok is False:
+            st["s"] = "bad"
+            return i
+        if ok:
+            _maybe_commit(st, ev)
     if done:
         _value_done(st, ev)
     return i
+
+
+def _first_token_ok(pend: str) -> bool | None:
+    """Whether an object/array arguments value starts like JSON (``{"``, ``{}``, ``[1`` ...):
+    the call is committed only then, so ``{invalid json}`` is rejected before its name is
+    sent (vLLM batch: invalid JSON → content). ``None``: not known yet."""
+    body = pend.lstrip()
+    if body[:1] not in ("{", "["):
+        return True
+    rest = body[1:].lstrip()
+    if not rest:
+        return None
+    return rest[0] in ('"}' if body[0] == "{" else '{["-0123456789tfn]')
 
 
 def _scan_nested(st: dict[str, Any], text: str, i: int) -> tuple[int, bool]:
@@ -249,7 +316,9 @@ def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
             name = None
         st["name"] = name if isinstance(name, str) else None
         _maybe_commit(st, ev)
-    elif kind == "args" and st["sent"] and st["pend"]:
+    elif kind == "args" and not st["sent"]:
+        _maybe_commit(st, ev)
+    elif kind == "args" and st["pend"]:
         ev.append(("args", st["pend"]))
         st["pend"] = ""
     if st.get("fixed"):
@@ -262,7 +331,8 @@ def _maybe_commit(st: dict[str, Any], ev: list[Event]) -> None:
         return
     st["sent"] = True
     st["commits"] += 1
-    st["raw"] = None
+    if not st["close"]:
+        st["raw"] = None
     ev.append(("name", st["name"]))
     if st["pend"] and not st["sc"]:
         ev.append(("args", st["pend"]))
@@ -271,7 +341,7 @@ def _maybe_commit(st: dict[str, Any], ev: list[Event]) -> None:
 
 def _close_object(st: dict[str, Any], ev: list[Event]) -> bool:
     """``}`` of a call object: commit a call without arguments as ``{}``."""
-    if st["name"] is None:
+    if st["name"] is None or (st["req"] and not st["has"]):
         return False
     if not st["sent"]:
         st["has"] = True
@@ -284,9 +354,8 @@ def _close_object(st: dict[str, Any], ev: list[Event]) -> bool:
 
 def _stop(st: dict[str, Any], text: str, i: int, ev: list[Event]) -> tuple[list[Event], int]:
     """Unexpected character at ``text[i]``: reject an uncommitted body, else end it here."""
-    if st["commits"] == 0 and not st["sent"]:
-        ev.append(("reject", (st["raw"] or "") + text[:i]))
-        return ev, i
+    if st["close"] or (st["commits"] == 0 and not st["sent"]):
+        return [("reject", (st["raw"] or "") + text[:i])], i
     if st["sent"] and st["pend"]:
         ev.append(("args", st["pend"]))
         st["pend"] = ""

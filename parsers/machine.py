@@ -8,8 +8,6 @@ State (a JSON-compatible dict, mutated in place and returned by the caller's fac
 * ``hold``: text of ``"hold"`` modes awaiting a decision (see :mod:`parsers.spec`).
 * ``body``: the body handler's state while a tool-call body is open, else ``None``.
 * ``n``: number of tool calls started so far (the next call's index).
-* ``req`` (only when non-empty): per-request body options from the parse context (call-id
-  template and history count ``ids``, parameter ``types``), merged into every body start.
 * ``j`` (only for specs with ``separators``): per kind 0 = no text yet, 1 = text in the
   current visit, 2 = text earlier and a new visit started (the next text gets the separator).
 
@@ -55,31 +53,18 @@ def _compile(spec: FormatSpec) -> dict[str, _Mode]:
     return table
 
 
-def start(
-    spec: FormatSpec,
-    mode: str | None = None,
-    options: dict[str, Any] | None = None,
-    request: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def start(spec: FormatSpec, mode: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Initial engine state in ``mode`` (default ``spec.initial_mode``).
 
     When that mode is a body mode the body starts at once (guided-JSON tool choice), with
-    ``options`` overriding ``spec.body_options``. ``request`` holds per-request values kept in
-    the state (``ids``: ``[call-id template, history tool-call count]``, ``types``).
+    ``options`` overriding ``spec.body_options``.
     """
     st: dict[str, Any] = {"mode": mode or spec.initial_mode, "buf": "", "hold": "", "body": None, "n": 0}
-    if request:
-        st["req"] = request
     if spec.separators:
         st["j"] = dict.fromkeys(spec.separators, 0)
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
-        st["body"] = spec.body.start("", {**_body_options(spec, st), **(options or {})})
+        st["body"] = spec.body.start("", {**spec.body_options, **(options or {})})
     return st
-
-
-def _body_options(spec: FormatSpec, st: dict[str, Any]) -> dict[str, Any]:
-    req = st.get("req")
-    return {**spec.body_options, **req} if req else dict(spec.body_options)
 
 
 def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -> list[Event]:
@@ -96,6 +81,8 @@ def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -
             pos = _feed_body(spec, st, buf, pos, out)
             continue
         match = info.regex.search(buf, pos) if info.regex else None
+        if match and not final and len(buf) - match.start() <= info.longest and buf[match.start() :] in info.prefixes:
+            match = None  # a marker that may still grow into a longer one (`[` / `[TOOL_CALLS]`)
         end = match.start() if match else len(buf) - (0 if final else _partial(buf, pos, info))
         if spec.modes[mode] == BODY:
             step = _feed_closable_body(spec, st, buf, pos, end, match, out)
@@ -121,7 +108,7 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     out = feed(spec, st, "", final=True)
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
         _handle(spec, st, spec.body.finish(st["body"]), None, out)
-    kind = spec.finish_release.get(st["mode"])
+    kind = spec.finish_release.get(st["mode"], CONTENT if st["mode"] in spec.hold_trailing else None)
     if st["hold"]:
         hold, st["hold"] = st["hold"], ""
         if kind in (CONTENT, REASONING):
@@ -151,6 +138,12 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
             _sink(spec.modes[mode], st, text[:stripped], out)
             _apply(spec, st, brk, "", out)
             return stripped
+    trail = spec.hold_trailing.get(mode)
+    if trail is not None:
+        text = st["hold"] + text
+        core = text.rstrip(trail)
+        st["hold"] = text[len(core) :]
+        text = core
     sink = spec.modes[mode]
     _sink(sink, st, _joined(spec, st, sink, text), out)
     return None
@@ -184,20 +177,32 @@ def _sink(sink: str, st: dict[str, Any], text: str, out: list[Event]) -> None:
 
 
 def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, out: list[Event]) -> None:
-    """Switch mode: release the hold if asked, start a body or keep the marker text."""
-    to = tr.to
+    """Switch mode: release the hold if asked, start a body or keep the marker text.
+
+    Trailing text withheld by ``hold_trailing`` is released as content when the mode is left
+    for a non-body mode without an explicit ``release``; into a body it stays held until the
+    body commits a call (dropped) or is rejected (given back as content, see ``_handle``).
+    A ``keep`` transition into a body feeds the marker text to the body as its first text
+    (e.g. llama's ``{`` both starts and opens the call object). A ``route`` transition takes
+    the held header instead (see :mod:`parsers.spec`)."""
+    to, release = tr.to, tr.release
     if tr.route:
         assert spec.route is not None
         marker, st["hold"] = st["hold"], ""
         to = spec.route(marker) or tr.to
-    elif tr.release is not None and st["hold"]:
-        _sink(tr.release, st, st["hold"], out)  # "drop" discards
+    sink = spec.modes[to]
+    if release is None and st["mode"] in spec.hold_trailing and sink != BODY:
+        release = CONTENT
+    if release is not None and st["hold"]:
+        _sink(release, st, st["hold"], out)  # "drop" discards
         st["hold"] = ""
     st["mode"] = to
-    sink = spec.modes[to]
     _new_visit(spec, st, sink)
     if sink == BODY and spec.body is not None:
-        st["body"] = spec.body.start(marker, _body_options(spec, st))
+        st["body"] = spec.body.start("" if tr.keep else marker, spec.body_options)
+        if tr.keep:
+            events, end = spec.body.feed(st["body"], marker)
+            _handle(spec, st, events, end, out)
     elif tr.keep:
         _sink(sink, st, marker, out)
 
@@ -244,19 +249,18 @@ def _handle(
     rejected = False
     for ev in events:
         if ev[0] == "name":
-            out.append(("name", st["n"], ev[1], ev[2] if len(ev) > 2 and ev[2] else _mint(st, ev[1])))
+            if spec.hold_trailing:
+                st["hold"] = ""  # withheld text before a committed call is dropped
+            out.append(("name", st["n"], *ev[1:]))  # (name[, native id])
             st["n"] += 1
         elif ev[0] == "args":
             out.append(("args", st["n"] - 1, ev[1]))
         elif ev[0] == "reject":
             rejected = True
-            _sink(CONTENT, st, ev[1], out)
+            held = st["hold"] if spec.hold_trailing else ""
+            if held:
+                st["hold"] = ""
+            _sink(CONTENT, st, held + ev[1], out)
     if rejected or end is not None:
         st["body"] = None
         st["mode"] = spec.reject_mode if rejected else spec.body_end_mode
-
-
-def _mint(st: dict[str, Any], name: str) -> str | None:
-    """A call id from the request's template (``req.ids`` = [template, history count])."""
-    ids = (st.get("req") or {}).get("ids")
-    return ids[0].format(name=name, n=ids[1] + st["n"]) if ids else None

@@ -6,7 +6,8 @@ per-request state is a plain JSON-compatible dict::
 
     {"v": 1, "ir": include_reasoning, "pt": parallel_tool_calls,
      "r": engine state of the reasoning spec or None,
-     "t": engine state of the tool phase or None, "tk": "native" | "required" | "named" | None}
+     "t": engine state of the tool phase or None, "tk": "native" | "required" | "named" | None,
+     "h": history_tool_call_cnt (numbers native call ids, FormatSpec.call_id)}
 
 Tool phase selection (vLLM 0.33 serving, parsers.md sections 1 and 9.9): no ``tools`` or
 ``tool_choice="none"`` → no tool parsing (markup stays content); ``auto`` → the native format
@@ -17,13 +18,12 @@ spec has ``guided_json=False`` parse their native syntax for required/named too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import machine
 from .jsoncalls import JsonCalls
-from .schema import schema_types
 from .spec import BODY, CONTENT, DROP, FormatSpec
 from .types import Delta, ParseContext, ParseResult, ToolCall, ToolCallDelta
 
@@ -76,6 +76,7 @@ class Parser:
             "r": None,
             "t": None,
             "tk": None,
+            "h": ctx.history_tool_call_cnt,
         }
         if self.reasoning is not None:
             chooser = self.reasoning.choose_mode
@@ -84,13 +85,11 @@ class Parser:
                 if chooser
                 else None
             )
-            st["r"] = machine.start(
-                self.reasoning, mode, None, self._request(ctx) if self._combined else None
-            )
+            st["r"] = machine.start(self.reasoning, mode)
         kind, options = self._tool_kind(ctx)
         if kind is not None:
             st["tk"] = kind
-            st["t"] = machine.start(self._tool_spec(kind), None, options, self._request(ctx))
+            st["t"] = machine.start(self._tool_spec(kind), None, options)
         return st
 
     def reasoning_ended(self, state: Mapping[str, Any]) -> bool | None:
@@ -134,18 +133,6 @@ class Parser:
         the same spec. It runs once as the reasoning phase; its calls surface only when the
         tool phase is active (tools given, tool_choice not "none")."""
         return self.tool is not None and self.tool is self.reasoning
-
-    def _request(self, ctx: ParseContext) -> dict[str, Any] | None:
-        """Per-request values the tool format needs later (kept in the engine state)."""
-        spec = self.tool
-        if spec is None:
-            return None
-        req: dict[str, Any] = {}
-        if spec.call_id:
-            req["ids"] = [spec.call_id, ctx.history_tool_call_cnt]
-        if spec.schema_types:
-            req["types"] = schema_types(ctx.tools)
-        return req or None
 
     def _prompt_last(self, prompt: Sequence[int] | None) -> str | None:
         open_id, close_id, bounds = self.prompt_ids
@@ -199,7 +186,8 @@ class Parser:
                 events.append(ev)
         if final and tspec is not None:
             events += machine.finish(tspec, st["t"])
-        return _to_deltas(events, st["ir"], st["pt"])
+        call_id = self.tool.call_id if self.tool is not None and st["t"] is not None else None
+        return _to_deltas(events, st["ir"], st["pt"], _ids(call_id, st.get("h", 0)))
 
 
 def _copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -215,7 +203,17 @@ def _copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
     return new
 
 
-def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool) -> list[Delta]:
+IdFor = Callable[[int, str], str | None]
+
+
+def _ids(call_id: Callable[[int, str], str] | None, history: int) -> IdFor:
+    """Id of call ``index`` named ``name``: the spec's native id at its conversation position."""
+    if call_id is None:
+        return lambda index, name: None
+    return lambda index, name: call_id(history + index, name)
+
+
+def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool, ids: IdFor) -> list[Delta]:
     """Coalesce one step's events into at most one :class:`Delta`."""
     content: list[str] = []
     reasoning: list[str] = []
@@ -228,17 +226,20 @@ def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool) -> li
             if include_reasoning:
                 reasoning.append(ev[1])
         elif parallel or ev[1] == 0:
-            _add_call_event(calls, ev)
+            _add_call_event(calls, ev, ids)
     delta = Delta(
         content="".join(content) or None, reasoning="".join(reasoning) or None, tool_calls=tuple(calls)
     )
     return [delta] if delta.content or delta.reasoning or delta.tool_calls else []
 
 
-def _add_call_event(calls: list[ToolCallDelta], ev: tuple[Any, ...]) -> None:
+def _add_call_event(calls: list[ToolCallDelta], ev: tuple[Any, ...], ids: IdFor) -> None:
+    """Add one engine call event; a name event's native id (``ev[3]``, e.g. Kimi's header)
+    wins over the spec's ``call_id``."""
     kind, index, value = ev[:3]
     if kind == "name":
-        calls.append(ToolCallDelta(index=index, id=ev[3] if len(ev) > 3 else None, name=value))
+        native = ev[3] if len(ev) > 3 else None
+        calls.append(ToolCallDelta(index=index, id=native or ids(index, value), name=value))
         return
     if not value:
         return

@@ -25,9 +25,9 @@ header ``<|start|>assistant<|channel|>commentary to=functions.f``): ``FormatSpec
 returns the next mode (``None`` → ``Transition.to``). The header is consumed; when the target
 is a body mode it is handed to ``BodyHandler.start`` in place of the marker text.
 
-Call ids: a handler's name event may carry the format's native id (``("name", name, id)``);
-otherwise, when ``FormatSpec.call_id`` is set, the engine mints ``call_id.format(name=..,
-n=history_tool_call_cnt + index)`` (Kimi ``functions.{name}:{n}``).
+Call ids: a handler's name event may carry the native id read from the output
+(``("name", name, id)``, Kimi's header ``functions.get_weather:0``); it wins over the id
+``FormatSpec.call_id`` mints from the call's conversation position.
 
 Example (a minimal ``<think>`` reasoning format)::
 
@@ -69,7 +69,7 @@ HOLD = "hold"
 BODY = "body"
 SINKS = frozenset({CONTENT, REASONING, DROP, HOLD, BODY})
 
-#: An engine event: ``("content", text)``, ``("reasoning", text)``, ``("name", index, name, id)``,
+#: An engine event: ``("content", text)``, ``("reasoning", text)``, ``("name", index, name[, id])``,
 #: ``("args", index, fragment)``; handlers emit ``("name", name)`` or ``("name", name, id)``,
 #: ``("args", fragment)``, ``("reject", raw_text)`` and the engine adds the call index.
 Event = tuple[Any, ...]
@@ -105,8 +105,10 @@ class Transition:
 
     Attributes:
         to: the next mode.
-        keep: send the marker text to the *next* mode's sink instead of dropping it
-            (body modes always receive it via ``BodyHandler.start``).
+        keep: send the marker text to the *next* mode's sink instead of dropping it. Body
+            modes receive the marker via ``BodyHandler.start`` (for rejection); with ``keep``
+            the marker is instead the body's first text (``feed``), e.g. a ``{`` that both
+            starts and opens a JSON call.
         release: before switching, release ``state["hold"]`` as ``"content"`` or
             ``"reasoning"``, or discard it (``"drop"``, e.g. whitespace-only content held
             until a tool call shows it is not wanted).
@@ -150,9 +152,13 @@ class FormatSpec:
         route: header text -> next mode, for ``Transition(route=True)``.
         separators: sink kind (``"content"``/``"reasoning"``) -> text put between the texts
             of two separate visits to modes of that kind (Harmony joins messages with ``\n``).
-        call_id: template for minted call ids, ``{name}`` and ``{n}`` (history count + index).
-        schema_types: the body handler needs the request's parameter types: options get
-            ``types`` = ``{tool name: {parameter: JSON-schema type}}``.
+        hold_trailing: content mode -> characters whose trailing run is withheld (in
+            ``state["hold"]``) until more text shows it is not the end of the content: dropped
+            when a body then commits a call (e.g. the ``\n`` before ``<tool_call>``), released
+            as content otherwise (other transitions, rejected bodies, end of stream).
+        call_id: native tool-call ids: ``call_id(position, name)`` where ``position`` counts
+            the calls of the conversation (``history_tool_call_cnt`` + call index); the id is
+            sent on the call's first delta (Mistral 9-char ids).
     """
 
     name: str
@@ -175,8 +181,8 @@ class FormatSpec:
     guided_json: bool = True
     route: Callable[[str], str | None] | None = None
     separators: Mapping[str, str] = field(default_factory=dict)
-    call_id: str | None = None
-    schema_types: bool = False
+    hold_trailing: Mapping[str, str] = field(default_factory=dict)
+    call_id: Callable[[int, str], str] | None = None
 
     def __post_init__(self) -> None:
         _check(self)
@@ -192,6 +198,7 @@ def _check(spec: FormatSpec) -> None:
         raise ValueError(f"{spec.name}: unknown sinks {bad_sinks}")
     targets = [t.to for t in spec.transitions.values()] + [t.to for t in spec.break_on_text.values()]
     targets += [m for m in (spec.initial_mode, spec.body_end_mode, spec.reject_mode) if m]
+    targets += list(spec.hold_trailing)
     unknown = {m for m in targets if m not in modes} | {m for m, _ in spec.transitions if m not in modes}
     if unknown:
         raise ValueError(f"{spec.name}: unknown modes {sorted(unknown)}")

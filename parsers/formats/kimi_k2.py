@@ -75,5 +75,5 @@ SPEC = FormatSpec(
     body_end_mode="S",
     reject_mode="S",
     route=_route,
-    call_id="functions.{name}:{n}",
+    call_id=lambda n, name: f"functions.{name}:{n}",
 )

@@ -99,5 +99,4 @@ SPEC = FormatSpec(
     body=StepInvoke(),
     body_end_mode="S",
     reject_mode="S",
-    schema_types=True,
 )
