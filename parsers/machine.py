@@ -8,6 +8,7 @@ State (a JSON-compatible dict, mutated in place and returned by the caller's fac
 * ``hold``: text of ``"hold"`` modes awaiting a decision (see :mod:`parsers.spec`).
 * ``body``: the body handler's state while a tool-call body is open, else ``None``.
 * ``n``: number of tool calls started so far (the next call's index).
+* ``ctx`` (only for specs with ``tool_context``): the per-request value the body handler reads.
 
 Cost per ``feed``: O(len(buf) + len(text)) regex work plus the body handler's own linear
 scan; nothing is re-read from earlier chunks. Markers are matched on text: the derender keeps
@@ -51,13 +52,18 @@ def _compile(spec: FormatSpec) -> dict[str, _Mode]:
     return table
 
 
-def start(spec: FormatSpec, mode: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+def start(
+    spec: FormatSpec, mode: str | None = None, options: dict[str, Any] | None = None, context: Any = None
+) -> dict[str, Any]:
     """Initial engine state in ``mode`` (default ``spec.initial_mode``).
 
     When that mode is a body mode the body starts at once (guided-JSON tool choice), with
-    ``options`` overriding ``spec.body_options``.
+    ``options`` overriding ``spec.body_options``. ``context`` is the spec's ``tool_context``
+    value for this request (kept as ``state["ctx"]`` when the spec has one).
     """
     st: dict[str, Any] = {"mode": mode or spec.initial_mode, "buf": "", "hold": "", "body": None, "n": 0}
+    if spec.tool_context is not None:
+        st["ctx"] = context
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
         st["body"] = spec.body.start("", {**spec.body_options, **(options or {})})
     return st
@@ -94,7 +100,9 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     """End of stream: flush held-back partial markers as text, close bodies, release holds."""
     out = feed(spec, st, "", final=True)
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
-        _handle(spec, st, spec.body.finish(st["body"]), None, out)
+        body = spec.body
+        events = body.finish(st["body"], st["ctx"]) if "ctx" in st else body.finish(st["body"])
+        _handle(spec, st, events, None, out)
     kind = spec.finish_release.get(st["mode"])
     if st["hold"]:
         hold, st["hold"] = st["hold"], ""
@@ -124,8 +132,19 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
             _sink(spec.modes[mode], st, text[:stripped], out)
             _apply(spec, st, brk, "", out)
             return stripped
-    _sink(spec.modes[mode], st, text, out)
+    if mode in spec.hold_ws:
+        _sink_held_ws(st, text, out)
+    else:
+        _sink(spec.modes[mode], st, text, out)
     return None
+
+
+def _sink_held_ws(st: dict[str, Any], text: str, out: list[Event]) -> None:
+    """Content whose trailing whitespace waits in ``hold`` (``FormatSpec.hold_ws``)."""
+    text = st["hold"] + text
+    kept = text.rstrip()
+    _sink(CONTENT, st, kept, out)
+    st["hold"] = text[len(kept) :]
 
 
 def _sink(sink: str, st: dict[str, Any], text: str, out: list[Event]) -> None:
@@ -154,7 +173,8 @@ def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, ou
 
 def _feed_body(spec: FormatSpec, st: dict[str, Any], buf: str, pos: int, out: list[Event]) -> int:
     assert spec.body is not None
-    events, end = spec.body.feed(st["body"], buf[pos:])
+    text = buf[pos:]
+    events, end = spec.body.feed(st["body"], text, st["ctx"]) if "ctx" in st else spec.body.feed(st["body"], text)
     _handle(spec, st, events, end, out)
     return len(buf) if end is None else pos + end
 
@@ -166,12 +186,17 @@ def _handle(
     rejected = False
     for ev in events:
         if ev[0] == "name":
+            if spec.hold_ws:  # whitespace before a call is not content when tools are called
+                st["hold"] = ""
             out.append(("name", st["n"], ev[1]))
             st["n"] += 1
         elif ev[0] == "args":
             out.append(("args", st["n"] - 1, ev[1]))
         elif ev[0] == "reject":
             rejected = True
+            if spec.hold_ws:
+                _sink(CONTENT, st, st["hold"], out)
+                st["hold"] = ""
             _sink(CONTENT, st, ev[1], out)
     if rejected or end is not None:
         st["body"] = None

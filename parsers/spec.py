@@ -131,6 +131,15 @@ class FormatSpec:
         turn_boundaries: marker texts that end the backward prompt scan (e.g. ``<|im_start|>``).
         guided_json: tool specs only: ``tool_choice`` required/named parse vLLM's guided JSON
             (``supports_required_and_named``) instead of the native syntax.
+        tool_context: tool specs only: computes, once per request at ``Parser.start``, a small
+            JSON value from the request's ``tools`` (e.g. declared names and parameter types);
+            the engine keeps it in its state as ``ctx`` and passes it to the body handler as
+            ``feed(st, text, ctx)`` / ``finish(st, ctx)``, so later chunks need no request.
+        hold_ws: content modes whose trailing whitespace is held in ``state["hold"]`` until
+            non-whitespace text of the mode follows (then released as content), a transition's
+            ``release`` decides, or ``finish_release`` at end of stream. In such specs a body's
+            first call drops the held whitespace (content is stripped when tools are called) and
+            a rejected body releases it before its raw text.
     """
 
     name: str
@@ -151,6 +160,8 @@ class FormatSpec:
     prompt_close: str | None = None
     turn_boundaries: tuple[str, ...] = ()
     guided_json: bool = True
+    tool_context: Callable[[Any], Any] | None = None
+    hold_ws: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         _check(self)
