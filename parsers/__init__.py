@@ -59,6 +59,16 @@ _TOOL: dict[str, str] = {
     "mistral": "parsers.formats.mistral:SPEC",
     "phi4_mini_json": "parsers.formats.phi4mini:SPEC",
     "xlam": "parsers.formats.xlam:SPEC",
+    # XML-style calls (parsers.xmlcalls)
+    "qwen3_coder": "parsers.formats.qwen3_coder:SPEC",
+    "qwen3_xml": "parsers.formats.qwen3_coder:SPEC",
+    "step3p5": "parsers.formats.qwen3_coder:SPEC",
+    "seed_oss": "parsers.formats.seed_oss:SPEC",
+    "glm45": "parsers.formats.glm:SPEC",
+    "glm47": "parsers.formats.glm:SPEC",
+    "minimax_m2": "parsers.formats.minimax_m2:SPEC",
+    "deepseek_v32": "parsers.formats.dsml:V32",
+    "deepseek_v4": "parsers.formats.dsml:V4",
 }
 
 REASONING_PARSERS: tuple[str, ...] = tuple(sorted(_REASONING))

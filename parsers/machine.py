@@ -10,6 +10,7 @@ State (a JSON-compatible dict, mutated in place and returned by the caller's fac
 * ``n``: number of tool calls started so far (the next call's index).
 * ``j`` (only for specs with ``separators``): per kind 0 = no text yet, 1 = text in the
   current visit, 2 = text earlier and a new visit started (the next text gets the separator).
+* ``ctx`` (only for specs with ``tool_context``): the per-request value the body handler reads.
 
 Cost per ``feed``: O(len(buf) + len(text)) regex work plus the body handler's own linear
 scan; nothing is re-read from earlier chunks. Markers are matched on text: the derender keeps
@@ -53,15 +54,20 @@ def _compile(spec: FormatSpec) -> dict[str, _Mode]:
     return table
 
 
-def start(spec: FormatSpec, mode: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+def start(
+    spec: FormatSpec, mode: str | None = None, options: dict[str, Any] | None = None, context: Any = None
+) -> dict[str, Any]:
     """Initial engine state in ``mode`` (default ``spec.initial_mode``).
 
     When that mode is a body mode the body starts at once (guided-JSON tool choice), with
-    ``options`` overriding ``spec.body_options``.
+    ``options`` overriding ``spec.body_options``. ``context`` is the spec's ``tool_context``
+    value for this request (kept as ``state["ctx"]`` when the spec has one).
     """
     st: dict[str, Any] = {"mode": mode or spec.initial_mode, "buf": "", "hold": "", "body": None, "n": 0}
     if spec.separators:
         st["j"] = dict.fromkeys(spec.separators, 0)
+    if spec.tool_context is not None:
+        st["ctx"] = context
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
         st["body"] = spec.body.start("", {**spec.body_options, **(options or {})})
     return st
@@ -107,7 +113,7 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     """End of stream: flush held-back partial markers as text, close bodies, release holds."""
     out = feed(spec, st, "", final=True)
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
-        _handle(spec, st, spec.body.finish(st["body"]), None, out)
+        _handle(spec, st, _body_finish(spec, st), None, out)
     kind = spec.finish_release.get(st["mode"], CONTENT if st["mode"] in spec.hold_trailing else None)
     if st["hold"]:
         hold, st["hold"] = st["hold"], ""
@@ -145,8 +151,19 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
         st["hold"] = text[len(core) :]
         text = core
     sink = spec.modes[mode]
-    _sink(sink, st, _joined(spec, st, sink, text), out)
+    if mode in spec.hold_ws:
+        _sink_held_ws(st, text, out)
+    else:
+        _sink(sink, st, _joined(spec, st, sink, text), out)
     return None
+
+
+def _sink_held_ws(st: dict[str, Any], text: str, out: list[Event]) -> None:
+    """Content whose trailing whitespace waits in ``hold`` (``FormatSpec.hold_ws``)."""
+    text = st["hold"] + text
+    kept = text.rstrip()
+    _sink(CONTENT, st, kept, out)
+    st["hold"] = text[len(kept) :]
 
 
 def _joined(spec: FormatSpec, st: dict[str, Any], kind: str, text: str) -> str:
@@ -201,7 +218,7 @@ def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, ou
     if sink == BODY and spec.body is not None:
         st["body"] = spec.body.start("" if tr.keep else marker, spec.body_options)
         if tr.keep:
-            events, end = spec.body.feed(st["body"], marker)
+            events, end = _body_feed(spec, st, marker)
             _handle(spec, st, events, end, out)
     elif tr.keep:
         _sink(sink, st, marker, out)
@@ -209,9 +226,26 @@ def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, ou
 
 def _feed_body(spec: FormatSpec, st: dict[str, Any], buf: str, pos: int, out: list[Event]) -> int:
     assert spec.body is not None
-    events, end = spec.body.feed(st["body"], buf[pos:])
+    text = buf[pos:]
+    events, end = _body_feed(spec, st, text)
     _handle(spec, st, events, end, out)
     return len(buf) if end is None else pos + end
+
+
+def _body_feed(spec: FormatSpec, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
+    """``BodyHandler.feed``, with the request context when the spec has ``tool_context``."""
+    assert spec.body is not None
+    if "ctx" in st:
+        return spec.body.feed(st["body"], text, st["ctx"])  # type: ignore[call-arg]
+    return spec.body.feed(st["body"], text)
+
+
+def _body_finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
+    """``BodyHandler.finish``, with the request context when the spec has ``tool_context``."""
+    assert spec.body is not None
+    if "ctx" in st:
+        return spec.body.finish(st["body"], st["ctx"])  # type: ignore[call-arg]
+    return spec.body.finish(st["body"])
 
 
 def _feed_closable_body(
@@ -228,13 +262,13 @@ def _feed_closable_body(
     ``None`` when the chunk is used up (a partial marker stays in ``buf``)."""
     assert spec.body is not None
     mode = st["mode"]
-    events, stop = spec.body.feed(st["body"], buf[pos:end])
+    events, stop = _body_feed(spec, st, buf[pos:end])
     _handle(spec, st, events, stop, out)
     if stop is not None or st["body"] is None:
         return pos + (end - pos if stop is None else stop)
     if match is None:
         return None
-    _handle(spec, st, spec.body.finish(st["body"]), None, out)
+    _handle(spec, st, _body_finish(spec, st), None, out)
     if st["mode"] != mode:  # rejected: the marker is text of the reject mode
         return match.start()
     st["body"] = None
@@ -249,7 +283,7 @@ def _handle(
     rejected = False
     for ev in events:
         if ev[0] == "name":
-            if spec.hold_trailing:
+            if spec.hold_trailing or spec.hold_ws:
                 st["hold"] = ""  # withheld text before a committed call is dropped
             out.append(("name", st["n"], *ev[1:]))  # (name[, native id])
             st["n"] += 1
@@ -257,7 +291,7 @@ def _handle(
             out.append(("args", st["n"] - 1, ev[1]))
         elif ev[0] == "reject":
             rejected = True
-            held = st["hold"] if spec.hold_trailing else ""
+            held = st["hold"] if spec.hold_trailing or spec.hold_ws else ""
             if held:
                 st["hold"] = ""
             _sink(CONTENT, st, held + ev[1], out)

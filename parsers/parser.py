@@ -89,7 +89,9 @@ class Parser:
         kind, options = self._tool_kind(ctx)
         if kind is not None:
             st["tk"] = kind
-            st["t"] = machine.start(self._tool_spec(kind), None, options)
+            tspec = self._tool_spec(kind)
+            context = tspec.tool_context(ctx.tools) if tspec.tool_context is not None else None
+            st["t"] = machine.start(tspec, None, options, context)
         return st
 
     def reasoning_ended(self, state: Mapping[str, Any]) -> bool | None:

@@ -159,6 +159,15 @@ class FormatSpec:
         call_id: native tool-call ids: ``call_id(position, name)`` where ``position`` counts
             the calls of the conversation (``history_tool_call_cnt`` + call index); the id is
             sent on the call's first delta (Mistral 9-char ids).
+        tool_context: tool specs only: computes, once per request at ``Parser.start``, a small
+            JSON value from the request's ``tools`` (e.g. declared names and parameter types);
+            the engine keeps it in its state as ``ctx`` and passes it to the body handler as
+            ``feed(st, text, ctx)`` / ``finish(st, ctx)``, so later chunks need no request.
+        hold_ws: content modes whose trailing whitespace is held in ``state["hold"]`` until
+            non-whitespace text of the mode follows (then released as content), a transition's
+            ``release`` decides, or ``finish_release`` at end of stream. In such specs a body's
+            first call drops the held whitespace (content is stripped when tools are called) and
+            a rejected body releases it before its raw text.
     """
 
     name: str
@@ -183,6 +192,8 @@ class FormatSpec:
     separators: Mapping[str, str] = field(default_factory=dict)
     hold_trailing: Mapping[str, str] = field(default_factory=dict)
     call_id: Callable[[int, str], str] | None = None
+    tool_context: Callable[[Any], Any] | None = None
+    hold_ws: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         _check(self)

@@ -7,7 +7,7 @@ Wire format (markers are special tokens)::
 
 * The name is sent once ``<steptml:invoke name="F">`` is complete; the arguments are sent
   whole when the call ends (vLLM streams them the same way): parameter values stripped,
-  coerced with the request's schema types (:func:`parsers.schema.coerce`), dumped with
+  coerced with the request's schema (:func:`parsers.arguments.coerce`), dumped with
   ``ensure_ascii=False``; no parameters → ``{}`` (vLLM streaming sends no arguments, batch
   ``{}``).
 * Content before and after the block is kept; whitespace-only content before the block is
@@ -15,8 +15,8 @@ Wire format (markers are special tokens)::
   it; its batch does, a known upstream batch bug: the cases mark batch xfail).
 * A call body with no ``<steptml:invoke name=..>`` is given back as content.
 * Deliberate differences: vLLM batch strips content and needs ``<｜tool_calls_end｜>``; we
-  follow its streaming path (batch == stream). ``object``/``array`` parameters are decoded
-  from JSON when they parse (vLLM keeps them strings).
+  follow its streaming path (batch == stream). Coercion is the shared schema coercion of the
+  XML formats (anyOf, objects/arrays decoded from JSON; vLLM step3 keeps those strings).
 """
 
 from __future__ import annotations
@@ -26,22 +26,22 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..schema import coerce
+from ..arguments import coerce, tool_types
 from ..spec import BODY, CONTENT, DROP, HOLD, Event, FormatSpec, Transition
 
 _INVOKE = re.compile(r'<steptml:invoke name="([^"]+)">')
 _PARAM = re.compile(r'<steptml:parameter name="([^"]+)">(.*?)</steptml:parameter>', re.DOTALL)
-_LOOKBACK = 64  # an invoke tag split over chunks is found within this many held characters
+_LOOKBACK = 256  # an invoke tag split over chunks is found within this many held characters
 
 
 class StepInvoke:
     """Body handler: buffers one call body (state grows only while the call is open)."""
 
     def start(self, marker: str, options: Mapping[str, Any]) -> dict[str, Any]:
-        """New body; keeps the marker for rejection and the request's parameter types."""
-        return {"raw": marker, "skip": len(marker), "nm": None, "ty": options.get("types") or {}}
+        """New body; keeps the marker for rejection."""
+        return {"raw": marker, "skip": len(marker), "nm": None}
 
-    def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
+    def feed(self, st: dict[str, Any], text: str, ctx: Any = None) -> tuple[list[Event], int | None]:
         """Buffer ``text``; send the name once the invoke tag is complete."""
         st["raw"] += text
         if st["nm"] is not None:
@@ -50,23 +50,21 @@ class StepInvoke:
         if m is None:
             return [], None
         st["nm"] = m.group(1)
-        st["ty"] = st["ty"].get(st["nm"], {})
         return [("name", st["nm"])], None
 
-    def finish(self, st: dict[str, Any]) -> list[Event]:
-        """Call end: the coerced arguments, or the raw body as content when unnamed."""
+    def finish(self, st: dict[str, Any], ctx: Any = None) -> list[Event]:
+        """Call end: the coerced arguments (``ctx`` = :func:`parsers.arguments.tool_types`),
+        or the raw body as content when no invoke tag named the call."""
+        ev: list[Event] = []
         if st["nm"] is None:
             m = _INVOKE.search(st["raw"], st["skip"])
             if m is None:
                 return [("reject", st["raw"])]
-            self.feed(st, "")
-            return [("name", st["nm"]), ("args", _arguments(st))]
-        return [("args", _arguments(st))]
-
-
-def _arguments(st: dict[str, Any]) -> str:
-    params = {k: coerce(v, st["ty"].get(k)) for k, v in _PARAM.findall(st["raw"])}
-    return json.dumps(params, ensure_ascii=False)
+            st["nm"] = m.group(1)
+            ev.append(("name", st["nm"]))
+        schema = ((ctx or {}).get("params") or {}).get(st["nm"]) or {}
+        params = {k: coerce(v.strip(), schema.get(k)) for k, v in _PARAM.findall(st["raw"])}
+        return [*ev, ("args", json.dumps(params, ensure_ascii=False))]
 
 
 _BLOCK = ("W", "C")
@@ -99,4 +97,5 @@ SPEC = FormatSpec(
     body=StepInvoke(),
     body_end_mode="S",
     reject_mode="S",
+    tool_context=tool_types,
 )
