@@ -37,12 +37,12 @@ _REASONING: dict[str, str] = {
     "qwen3": "parsers.formats.qwen3:SPEC",
 }
 _TOOL: dict[str, str] = {
-    "deepseek_v3": "parsers.formats.deepseek_v3:SPEC",
-    "deepseek_v31": "parsers.formats.deepseek_v3:SPEC_V31",
+    "deepseek_v3": "parsers.formats.deepseek_tools:SPEC",
+    "deepseek_v31": "parsers.formats.deepseek_tools:SPEC_V31",
     "hermes": "parsers.formats.hermes:SPEC",
-    "kimi_k2": "parsers.formats.kimi_k2:SPEC",
+    "kimi_k2": "parsers.formats.kimi_tools:SPEC",
     "openai": "parsers.formats.harmony:SPEC",
-    "step3": "parsers.formats.step3:SPEC",
+    "step3": "parsers.formats.step3_tools:SPEC",
     "qwen3_json": "parsers.formats.hermes:SPEC",
     # JSON tool-call families (formats.jsontools factory)
     "ernie45": "parsers.formats.ernie45:SPEC",
