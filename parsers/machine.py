@@ -155,6 +155,9 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
         _sink_held_ws(st, text, out)
     else:
         _sink(sink, st, _joined(spec, st, sink, text), out)
+    limit = spec.hold_limit.get(mode)
+    if limit is not None and len(st["hold"]) > limit[0]:
+        _apply(spec, st, limit[1], "", out)  # not a header after all: bounded state
     return None
 
 
@@ -210,11 +213,13 @@ def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, ou
     sink = spec.modes[to]
     if release is None and st["mode"] in spec.hold_trailing and sink != BODY:
         release = CONTENT
+    _new_visit(spec, st, sink)
     if release is not None and st["hold"]:
-        _sink(release, st, st["hold"], out)  # "drop" discards
+        if release != sink:
+            _new_visit(spec, st, release)
+        _sink(release, st, _joined(spec, st, release, st["hold"]), out)  # "drop" discards
         st["hold"] = ""
     st["mode"] = to
-    _new_visit(spec, st, sink)
     if sink == BODY and spec.body is not None:
         st["body"] = spec.body.start("" if tr.keep else marker, spec.body_options)
         if tr.keep:

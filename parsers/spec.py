@@ -150,6 +150,9 @@ class FormatSpec:
         guided_json: tool specs only: ``tool_choice`` required/named parse vLLM's guided JSON
             (``supports_required_and_named``) instead of the native syntax.
         route: header text -> next mode, for ``Transition(route=True)``.
+        hold_limit: hold mode -> ``(max characters, transition)`` applied when the held text
+            grows past the limit (a header that never ends is not a header: release or drop
+            it), so the state stays bounded.
         separators: sink kind (``"content"``/``"reasoning"``) -> text put between the texts
             of two separate visits to modes of that kind (Harmony joins messages with ``\n``).
         hold_trailing: content mode -> characters whose trailing run is withheld (in
@@ -189,6 +192,7 @@ class FormatSpec:
     turn_boundaries: tuple[str, ...] = ()
     guided_json: bool = True
     route: Callable[[str], str | None] | None = None
+    hold_limit: Mapping[str, tuple[int, Transition]] = field(default_factory=dict)
     separators: Mapping[str, str] = field(default_factory=dict)
     hold_trailing: Mapping[str, str] = field(default_factory=dict)
     call_id: Callable[[int, str], str] | None = None
@@ -209,6 +213,7 @@ def _check(spec: FormatSpec) -> None:
         raise ValueError(f"{spec.name}: unknown sinks {bad_sinks}")
     targets = [t.to for t in spec.transitions.values()] + [t.to for t in spec.break_on_text.values()]
     targets += [m for m in (spec.initial_mode, spec.body_end_mode, spec.reject_mode) if m]
+    targets += [t.to for _, t in spec.hold_limit.values()]
     targets += list(spec.hold_trailing)
     unknown = {m for m in targets if m not in modes} | {m for m, _ in spec.transitions if m not in modes}
     if unknown:

@@ -33,6 +33,10 @@ CALL_END = "<｜tool▁call▁end｜>"
 SEP = "<｜tool▁sep｜>"
 
 
+#: A call header longer than this is noise: the call is skipped (bounded state).
+HEADER_LIMIT = 512
+
+
 def _name(header: str) -> tuple[str, None] | None:
     name = header.strip()
     return (name, None) if name else None
@@ -79,6 +83,7 @@ def _spec(name: str, *, v3: bool) -> FormatSpec:
         body_end_mode="S",
         reject_mode="S",
         route=_route,
+        hold_limit={m: (HEADER_LIMIT, Transition("S", release="drop")) for m in ("H", "N") if m in modes},
     )
 
 

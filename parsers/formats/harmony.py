@@ -21,7 +21,8 @@ Messages of the same kind are joined with ``\\n`` (vLLM batch; its stream joins 
 separator — we use the batch form in both modes). A truncated message keeps its kind
 (truncated analysis → reasoning, truncated final → content). A header still open at the end
 of the stream (malformed tail) is returned as content, raw with its markers (vLLM recovers it
-as final content on ``HarmonyError``). Text between ``<|end|>`` and ``<|start|>`` is dropped
+as final content on ``HarmonyError``); a "header" longer than :data:`HEADER_LIMIT` is
+released as content at once, with everything after it. Text between ``<|end|>`` and ``<|start|>`` is dropped
 (the Harmony parser skips such tokens). Reasoning is "ended" from the start (vLLM's
 ``GptOssReasoningParser.is_reasoning_end`` is always true).
 
@@ -75,6 +76,9 @@ def _call_name(header: str) -> tuple[str, None] | None:
     return (name.removeprefix("functions."), None) if name else None
 
 
+#: A header longer than this is not a header: it and the rest of the output become content
+#: (what vLLM returns at the end of such an output), keeping the state bounded.
+HEADER_LIMIT = 512
 _ENDS = ("END", "CALL", "RETURN")
 _MESSAGES = ("R", "C", "I", "T")
 
@@ -91,8 +95,8 @@ SPEC = FormatSpec(
         "RETURN": "<|return|>",
     },
     # H: header (held), R/C/T/I: reasoning, content, call arguments, ignored message,
-    # W: between messages.
-    modes={"H": HOLD, "R": REASONING, "C": CONTENT, "T": BODY, "I": DROP, "W": DROP},
+    # W: between messages, X: a malformed tail (a "header" past HEADER_LIMIT) as content.
+    modes={"H": HOLD, "R": REASONING, "C": CONTENT, "T": BODY, "I": DROP, "W": DROP, "X": CONTENT},
     transitions={
         ("H", "MESSAGE"): Transition("I", route=True),
         **{(m, e): Transition("W") for m in _MESSAGES for e in _ENDS},
@@ -100,6 +104,7 @@ SPEC = FormatSpec(
     },
     initial_mode="H",
     finish_release={"H": CONTENT},
+    hold_limit={"H": (HEADER_LIMIT, Transition("X", release="content"))},
     body=RawArgs(_call_name),
     body_end_mode="W",
     reject_mode="W",

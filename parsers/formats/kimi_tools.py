@@ -42,6 +42,10 @@ def _route(header: str) -> str | None:
     return "B" if parse_header(header) else None
 
 
+#: A call header longer than this is noise: the call is skipped (bounded state).
+HEADER_LIMIT = 512
+
+
 _SECTION = ("SEC", "SEC1")
 _SECTION_END = ("SEC_END", "SEC_END1")
 
@@ -71,6 +75,7 @@ SPEC = FormatSpec(
     initial_mode="W",
     break_on_text={"W": Transition("C", release="content")},
     finish_release={"W": CONTENT},
+    hold_limit={"H": (HEADER_LIMIT, Transition("K", release="drop"))},
     body=RawArgs(parse_header),
     body_end_mode="S",
     reject_mode="S",

@@ -316,3 +316,17 @@ def test_state_is_flat_over_long_content(tool):
         state, _ = parser.feed(state, "0123456789")
         sizes.append(len(orjson.dumps(state)))
     assert max(sizes) == min(sizes)
+
+
+def test_headers_are_bounded():
+    """A 'header' that never ends does not grow the state: Harmony gives it (and the rest of
+    the output) back as content, Kimi/DeepSeek skip the call; results are chunking-invariant."""
+    text = "plain answer without any harmony structure " * 40
+    deltas, joined, states = stream("openai_gptoss", "openai", [text[i : i + 7] for i in range(0, len(text), 7)])
+    assert joined.content == text and max(len(orjson.dumps(s)) for s in states) < 1200
+    junk = "x" * 2000
+    kimi_text = kimi(KIMI_CALL.format(header=junk, args="{}") + KIMI_CALL.format(header="functions.f:1", args="{}"))
+    _, joined, states = stream(None, "kimi_k2", [kimi_text[i : i + 5] for i in range(0, len(kimi_text), 5)])
+    assert [c.name for c in joined.tool_calls] == ["f"] and max(len(orjson.dumps(s)) for s in states) < 1200
+    v31 = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + junk + "<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+    assert parse(None, "deepseek_v31", v31).tool_calls == ()
