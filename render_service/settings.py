@@ -40,6 +40,8 @@ class Settings:
             ignores them (``--generation-config``).
         renderer_num_workers: worker processes/threads for CPU work
             (``--renderer-num-workers``).
+        stream_state_keys: HMAC-SHA256 keys for streaming-derender ``stream_state``; states are
+            signed with the first and accepted under any (rotation); empty = unsigned states.
     """
 
     model: str | None = None
@@ -56,6 +58,7 @@ class Settings:
     keep_stop_strings: bool = False
     generation_config: str = "auto"
     renderer_num_workers: int = 1
+    stream_state_keys: tuple[str, ...] = ()
 
     @property
     def model_path(self) -> str:
