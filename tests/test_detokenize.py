@@ -1,0 +1,143 @@
+"""Incremental detokenizer laws on every real tokenizer in ../shared/models, plus bug cases."""
+
+from __future__ import annotations
+
+import pytest
+from derender_helpers import MODEL_NAMES, QWEN3, bundle, cuts, split, texts
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from render_service import detokenize
+from render_service.detokenize import DetokState, detokenizer_for
+
+FFFD = "\ufffd"
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def stream(detok, ids, sizes, drop=frozenset()):
+    """Feed ``ids`` chunk by chunk; return the list of deltas (flush last) and the max pending."""
+    state, deltas, widest = DetokState(), [], 0
+    for chunk in split(ids, sizes):
+        text, state = detokenize.step(detok, state, chunk, drop)
+        deltas.append(text)
+        widest = max(widest, len(state.pending), len(state.window))
+    text, state = detokenize.flush(detok, state)
+    deltas.append(text)
+    return deltas, widest
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_every_model_uses_the_byte_table(name):
+    """All shared tokenizers are byte-level BPE, so each gets the exact byte table."""
+    assert detokenizer_for(bundle(name).tokenizer).token_bytes is not None
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+@SETTINGS
+@given(text=texts, sizes=cuts, skip=st.booleans())
+def test_text_chunking_law(name, text, sizes, skip):
+    """For random unicode text, any chunking of its ids joins to ``tokenizer.decode`` (with and
+    without skipping special tokens) and no delta holds U+FFFD unless the whole decode does."""
+    b = bundle(name)
+    tok = b.tokenizer
+    ids = tok.encode(text, add_special_tokens=False) + [i for i in sorted(b.special_token_ids)[:2]]
+    drop = b.special_token_ids if skip else frozenset()
+    deltas, widest = stream(detokenizer_for(tok), ids, sizes, drop)
+    whole = tok.decode(ids, skip_special_tokens=skip)
+    assert "".join(deltas) == whole
+    assert widest <= 3
+    if FFFD not in whole:
+        assert not any(FFFD in d for d in deltas)
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+@SETTINGS
+@given(data=st.data(), sizes=cuts, skip=st.booleans())
+def test_random_ids_chunking_law(name, data, sizes, skip):
+    """For random id sequences (invalid UTF-8 included), any chunking joins to the whole decode:
+    U+FFFD appears exactly where ``tokenizer.decode`` puts it."""
+    b = bundle(name)
+    ids = data.draw(st.lists(st.integers(0, len(b.tokenizer) - 1), max_size=30))
+    drop = b.special_token_ids if skip else frozenset()
+    deltas, _ = stream(detokenizer_for(b.tokenizer), ids, sizes, drop)
+    assert "".join(deltas) == b.tokenizer.decode(ids, skip_special_tokens=skip)
+
+
+@SETTINGS
+@given(text=texts, sizes=cuts)
+def test_window_fallback_law(text, sizes):
+    """The window strategy (for tokenizers that are not byte-level) also joins to the whole
+    decode for valid text, and its window stays bounded."""
+    tok = bundle(QWEN3).tokenizer
+    ids = tok.encode(text, add_special_tokens=False)
+    deltas, widest = stream(detokenizer_for(tok, force_window=True), ids, sizes)
+    assert "".join(deltas) == tok.decode(ids)
+    assert widest <= 2 * detokenize.MAX_HELD_IDS
+
+
+def byte_token_ids(tok, data: bytes):
+    """The single-byte token id of each byte (byte-level vocab)."""
+    inverse = {v: k for k, v in detokenize.gpt2_byte_decoder().items()}
+    vocab = tok.get_vocab()
+    return [vocab[inverse[b]] for b in data]
+
+
+def one_by_one(detok, ids, drop=frozenset()):
+    """Deltas of one-token steps, without the flush."""
+    state, out = DetokState(), []
+    for i in ids:
+        text, state = detokenize.step(detok, state, [i], drop)
+        out.append(text)
+    return out, state
+
+
+def test_br08_emoji_from_byte_tokens():
+    """BR08: an emoji streamed as four byte tokens gives '', '', '', '😃' (no U+FFFD)."""
+    tok = bundle(QWEN3).tokenizer
+    ids = byte_token_ids(tok, "😃".encode())
+    assert len(ids) == 4
+    deltas, _ = one_by_one(detokenizer_for(tok), ids)
+    assert deltas == ["", "", "", "😃"]
+
+
+def test_br02_invalid_bytes_never_stall():
+    """BR02: output that truly holds invalid bytes (lone 0xA7, 32 times) streams U+FFFD at once;
+    the joined text equals the whole decode and the carried state stays bounded."""
+    tok = bundle(QWEN3).tokenizer
+    ids = byte_token_ids(tok, b"\xa7") * 32
+    deltas, state = one_by_one(detokenizer_for(tok), ids)
+    assert deltas[0] == FFFD
+    assert "".join(deltas) == tok.decode(ids) == FFFD * 32
+    assert state.pending == b""
+
+
+@pytest.mark.parametrize("target", ["삼겹살 먹고 싶어요", "数学 𫷲 和 𝟙"])
+def test_br03_br04_one_token_per_step(target):
+    """BR03/BR04: Korean and astral-plane text one token per step: no U+FFFD, no exception,
+    joined deltas equal the batch decode."""
+    for name in MODEL_NAMES:
+        tok = bundle(name).tokenizer
+        ids = tok.encode(target, add_special_tokens=False)
+        deltas, _ = one_by_one(detokenizer_for(tok), ids)
+        assert "".join(deltas) == tok.decode(ids) == target
+        assert not any(FFFD in d for d in deltas)
+
+
+def test_br11_no_spaces_around_added_tokens():
+    """BR11: added (non-special) <think>/</think> decode with no spurious spaces, even when
+    skipping special tokens."""
+    b = bundle(QWEN3)
+    tok = b.tokenizer
+    think, end = tok.convert_tokens_to_ids(["<think>", "</think>"])
+    ids = [think, *tok.encode("ok", add_special_tokens=False), end, *tok.encode("1", add_special_tokens=False)]
+    deltas, _ = stream(detokenizer_for(tok), ids, [1] * len(ids), b.special_token_ids)
+    assert "".join(deltas) == "<think>ok</think>1"
+
+
+def test_br10_leading_space_kept():
+    """BR10 (byte-level form): a genuine leading space in the first output token is kept."""
+    tok = bundle(QWEN3).tokenizer
+    ids = tok.encode(" leading x", add_special_tokens=False)
+    deltas, _ = one_by_one(detokenizer_for(tok), ids)
+    assert "".join(deltas) == " leading x" == tok.decode(ids)
+    assert deltas[0].startswith(" ")
