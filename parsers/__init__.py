@@ -1,0 +1,82 @@
+"""Reasoning and tool-call output parsers over one incremental engine (contract: PARSER_API.md).
+
+Formats are declarative :class:`~parsers.spec.FormatSpec` values in ``parsers.formats``; the
+registry below maps vLLM parser names to ``"module:attribute"`` strings, imported on first use.
+To add a family: write ``parsers/formats/<family>.py`` exposing ``SPEC`` and add its name here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+
+from .parser import Parser, join_deltas
+from .spec import FormatSpec, Transition
+from .types import Delta, ParseContext, ParseResult, ToolCall, ToolCallDelta
+
+__all__ = [
+    "REASONING_PARSERS",
+    "TOOL_PARSERS",
+    "get_parser",
+    "get_spec",
+    "Parser",
+    "FormatSpec",
+    "Transition",
+    "ParseContext",
+    "ParseResult",
+    "Delta",
+    "ToolCall",
+    "ToolCallDelta",
+    "join_deltas",
+]
+
+_REASONING: dict[str, str] = {
+    "deepseek_r1": "parsers.formats.deepseek_r1:SPEC",
+    "qwen3": "parsers.formats.qwen3:SPEC",
+}
+_TOOL: dict[str, str] = {
+    "hermes": "parsers.formats.hermes:SPEC",
+    "qwen3_json": "parsers.formats.hermes:SPEC",
+}
+
+REASONING_PARSERS: tuple[str, ...] = tuple(sorted(_REASONING))
+TOOL_PARSERS: tuple[str, ...] = tuple(sorted(_TOOL))
+
+
+def get_spec(kind: str, name: str) -> FormatSpec:
+    """The spec registered as ``name`` for ``kind`` (``"reasoning"`` or ``"tool"``).
+
+    Raises:
+        ValueError: unknown name.
+    """
+    table = _REASONING if kind == "reasoning" else _TOOL
+    if name not in table:
+        raise ValueError(f"unknown {kind} parser {name!r}; known: {', '.join(sorted(table))}")
+    module, attr = table[name].split(":")
+    spec = getattr(importlib.import_module(module), attr)
+    assert isinstance(spec, FormatSpec)
+    return spec
+
+
+def get_parser(
+    reasoning_parser: str | None, tool_call_parser: str | None, *, vocab: Mapping[str, int] | None = None
+) -> Parser:
+    """Compose the named parsers. ``vocab`` (token text → id) resolves marker token ids and the
+    prompt scan; without it the prompt is not scanned.
+
+    Raises:
+        ValueError: unknown parser name.
+    """
+    rspec = get_spec("reasoning", reasoning_parser) if reasoning_parser else None
+    tspec = get_spec("tool", tool_call_parser) if tool_call_parser else None
+    vocab = vocab or {}
+    texts = [t for s in (rspec, tspec) if s is not None for t in s.markers.values()]
+    marker_ids = frozenset(vocab[t] for t in texts if t in vocab)
+    prompt_ids: tuple[int | None, int | None, frozenset[int]] = (None, None, frozenset())
+    if rspec is not None:
+        prompt_ids = (
+            vocab.get(rspec.prompt_open or ""),
+            vocab.get(rspec.prompt_close or ""),
+            frozenset(vocab[t] for t in rspec.turn_boundaries if t in vocab),
+        )
+    return Parser(rspec, tspec, marker_ids, prompt_ids)

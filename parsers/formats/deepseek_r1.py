@@ -1,0 +1,21 @@
+"""``deepseek_r1`` reasoning (DeepSeek-R1, R1-0528, R1-Distill; vLLM 0.33 ``DeepSeekR1ReasoningParser``).
+
+Wire format: the template ends in ``<think>\\n`` so the output is ``reasoning</think>content``;
+an optional ``<think>`` in the output is stripped. No ``</think>`` → all reasoning.
+Prompt-aware like qwen3 (a ``</think>`` in the prompt's current turn, e.g. a Qwen3 template
+with enable_thinking=False, BR17, starts in content). Markers after ``</think>`` are content.
+
+Deliberate differences from vLLM: empty reasoning is ``None`` in batch too (vLLM batch
+``""``), and text before a late ``<think>`` stays reasoning in batch too (vLLM streaming
+behaviour; its batch drops it) — our batch always equals our stream.
+"""
+
+from __future__ import annotations
+
+from .think import REASONING_MODE, prompt_decides, think_spec
+
+SPEC = think_spec(
+    "deepseek_r1",
+    choose_mode=prompt_decides(REASONING_MODE),
+    turn_boundaries=("<|im_start|>", "<|im_end|>", "<｜User｜>", "<｜Assistant｜>"),
+)

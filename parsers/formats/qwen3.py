@@ -1,0 +1,33 @@
+"""``qwen3`` reasoning (Qwen3, Qwen3.5, Qwen3-Thinking-2507, QwQ; vLLM 0.33 ``qwen3_config``).
+
+Wire format: ``[<think>]reasoning</think>content``; the chat template usually pre-opens
+``<think>`` so the output often holds only ``</think>``.
+
+* No ``</think>``: ``enable_thinking`` (default True) → all reasoning; False → all content.
+* Prompt-aware: the last ``<think>``/``</think>`` of the prompt's current turn (turn boundary
+  ``<|im_start|>``/``<|im_end|>``) decides the start mode (enable_thinking=False templates
+  write ``<think>\\n\\n</think>\\n\\n``; continue_final_message).
+* ``<tool_call>`` implicitly ends reasoning and is handed to the tool phase as content, unless
+  reasoning resumes after the call (a draft: stays reasoning, BR25).
+* A duplicate ``</think>`` in content is dropped; trailing reasoning whitespace is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .think import CONTENT_MODE, REASONING_MODE, prompt_decides, think_spec
+
+
+def _thinking(kwargs: Mapping[str, Any]) -> str:
+    return CONTENT_MODE if kwargs.get("enable_thinking", True) is False else REASONING_MODE
+
+
+SPEC = think_spec(
+    "qwen3",
+    implicit_ends=(("<tool_call>", "</tool_call>"),),
+    drop_stray_end=True,
+    choose_mode=prompt_decides(_thinking),
+    turn_boundaries=("<|im_start|>", "<|im_end|>"),
+)

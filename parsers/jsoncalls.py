@@ -1,0 +1,293 @@
+"""Incremental JSON tool-call bodies: ``{"name": .., "arguments": {..}}`` objects, arrays of
+them, or a bare arguments value, streamed without re-parsing.
+
+Used by hermes-style formats (``<tool_call>{json}</tool_call>``) and by vLLM's guided-JSON
+forms of ``tool_choice``: ``required`` → ``[{"name": .., "parameters": {..}}, ..]``, named →
+the whole output is the arguments object (source: vLLM 0.33 ``ToolParser`` required/named
+paths, parsers.md section 1).
+
+Streaming rules (parsers.md section 9, points 4 and 8):
+
+* The name is sent once, complete, when the call is *committed*: the name string is closed
+  and the arguments value has started (or the object closed without one → ``"{}"``). Until
+  then the raw body is held so a body that turns out not to be a call (invalid JSON,
+  truncated before the arguments) can be given back verbatim as content ("reject").
+* Arguments are the raw JSON text of the value (spacing as generated), streamed as it
+  arrives; only a bare scalar value is withheld until it ends. Joined fragments == batch.
+* Structure is scanned with a string-aware character scanner, so a literal ``</tool_call>``
+  inside a JSON string cannot end the call (BR26); ``<`` outside a string ends the body.
+
+State keys (JSON-compatible): ``s`` scanner state, ``raw`` held text (``None`` once a call is
+committed), ``key`` current key, ``esc`` escape flag, value scan ``vk/vd/vs/ve/sc``, current call
+``name/sent/has/pend``, ``commits`` count, and the fixed options.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .spec import Event
+
+_WS = " \t\r\n"
+_STR_STOP = re.compile(r'["\\]')
+_SCALAR_END = re.compile(r"[,}\]\s]")
+
+
+class JsonCalls:
+    """Body handler for JSON tool calls (see module docstring).
+
+    Options (``FormatSpec.body_options`` or set by the facade for guided JSON):
+        array: the body is a JSON array of call objects.
+        name_key: key of the function name (``"name"``).
+        args_keys: keys accepted for the arguments value.
+        fixed_name: named tool choice: the body is the bare arguments value of this function.
+    """
+
+    def start(self, marker: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        """New body state; ``marker`` is kept in ``raw`` so a rejected body loses no text."""
+        fixed = options.get("fixed_name")
+        st: dict[str, Any] = {
+            "array": bool(options.get("array")),
+            "nk": options.get("name_key", "name"),
+            "ak": list(options.get("args_keys", ("arguments",))),
+            "s": "val_pre" if fixed else "pre",
+            "raw": marker,
+            "key": "",
+            "esc": False,
+            "commits": 0,
+        }
+        _new_call(st)
+        if fixed:
+            st.update(name=fixed, key=st["ak"][0], fixed=True)
+        return st
+
+    def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
+        """Scan ``text``; see :class:`parsers.spec.BodyHandler`."""
+        ev: list[Event] = []
+        i, end = 0, None
+        while i < len(text):
+            s = st["s"]
+            if s == "val":
+                i = _value(st, text, i, ev)
+            elif s == "key":
+                i = _key(st, text, i)
+            elif text[i] in _WS:
+                i += 1
+            else:
+                step = _structural(st, text[i], ev)
+                if step == "ok":
+                    i += 1
+                    if st["s"] == "done":
+                        end = i
+                        break
+                elif step == "value":
+                    st["s"] = "val"
+                else:
+                    return _stop(st, text, i, ev)
+        if st["raw"] is not None:
+            st["raw"] += text[: len(text) if end is None else end]
+        return ev, end
+
+    def finish(self, st: dict[str, Any]) -> list[Event]:
+        """End of stream: release a withheld scalar, or reject an uncommitted body."""
+        ev: list[Event] = []
+        if st["commits"] == 0 and not st["sent"]:
+            return [("reject", st["raw"] or "")]
+        if st["sent"] and st["pend"]:
+            ev.append(("args", st["pend"]))
+            st["pend"] = ""
+        return ev
+
+
+def _new_call(st: dict[str, Any]) -> None:
+    st.update(name=None, sent=False, has=False, pend="", vk="", vd=0, vs=False, ve=False, sc=False)
+
+
+def _structural(st: dict[str, Any], c: str, ev: list[Event]) -> str:
+    """One non-space character outside strings and values: ``ok``, ``value`` or ``bad``."""
+    s = st["s"]
+    if s == "pre":
+        if c == ("[" if st["array"] else "{"):
+            st["s"] = "elem" if st["array"] else "key_pre"
+            return "ok"
+    elif s == "elem":
+        if c == "{":
+            st["s"] = "key_pre"
+            return "ok"
+        if c == ",":
+            return "ok"
+        if c == "]":
+            st["s"] = "done"
+            return "ok"
+    elif s == "key_pre":
+        if c == '"':
+            st.update(s="key", key="", esc=False)
+            return "ok"
+        if c == ",":
+            return "ok"
+        if c == "}":
+            return "ok" if _close_object(st, ev) else "bad"
+    elif s == "colon":
+        if c == ":":
+            st["s"] = "val_pre"
+            return "ok"
+    elif s == "val_pre":
+        return _open_value(st, c, ev)
+    return "bad"
+
+
+def _open_value(st: dict[str, Any], c: str, ev: list[Event]) -> str:
+    key = st["key"]
+    if key == st["nk"] and st["name"] is None:
+        if c != '"':
+            return "bad"
+        st.update(vk="name", pend_name="")
+    elif key in st["ak"] and not st["has"]:
+        st.update(vk="args", has=True, sc=c not in '{["')
+        _maybe_commit(st, ev)
+    else:
+        st["vk"] = "skip"
+    st.update(vd=0, vs=False, ve=False)
+    return "value"
+
+
+def _key(st: dict[str, Any], text: str, i: int) -> int:
+    """Read key characters up to the closing quote; then expect ``:``."""
+    while i < len(text):
+        c = text[i]
+        i += 1
+        if st["esc"]:
+            st["esc"] = False
+        elif c == "\\":
+            st["esc"] = True
+        elif c == '"':
+            st["key"] = _decode(st["key"])
+            st["s"] = "colon"
+            return i
+        st["key"] += c
+    return i
+
+
+def _decode(raw: str) -> str:
+    try:
+        return str(json.loads(f'"{raw}"'))
+    except ValueError:
+        return raw
+
+
+def _value(st: dict[str, Any], text: str, i: int, ev: list[Event]) -> int:
+    """Consume value characters from ``text[i:]``; return the new index."""
+    start = i
+    if st["vk"] != "name" and st["vd"] == 0 and not st["vs"] and (st["sc"] or text[i] not in '{["'):
+        st["sc"] = True
+        m = _SCALAR_END.search(text, i)
+        i = m.start() if m else len(text)
+        done = m is not None
+    else:
+        i, done = _scan_nested(st, text, i)
+    _value_out(st, text[start:i], ev)
+    if done:
+        _value_done(st, ev)
+    return i
+
+
+def _scan_nested(st: dict[str, Any], text: str, i: int) -> tuple[int, bool]:
+    """Scan a string/object/array value; return (index, value finished)."""
+    n = len(text)
+    while i < n:
+        if st["vs"]:
+            if st["ve"]:
+                st["ve"] = False
+                i += 1
+                continue
+            m = _STR_STOP.search(text, i)
+            if m is None:
+                return n, False
+            i = m.end()
+            if m.group() == "\\":
+                st["ve"] = True
+                continue
+            st["vs"] = False
+            if st["vd"] == 0:
+                return i, True
+            continue
+        c = text[i]
+        i += 1
+        if c == '"':
+            st["vs"] = True
+        elif c in "{[":
+            st["vd"] += 1
+        elif c in "}]":
+            st["vd"] -= 1
+            if st["vd"] == 0:
+                return i, True
+    return i, False
+
+
+def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
+    if not piece:
+        return
+    if st["vk"] == "name":
+        st["pend_name"] += piece
+    elif st["vk"] == "args":
+        if st["sent"] and not st["sc"]:
+            ev.append(("args", piece))
+        else:
+            st["pend"] += piece
+
+
+def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
+    kind = st["vk"]
+    st.update(s="key_pre", vk="", key="", sc=False)
+    if kind == "name":
+        try:
+            name = json.loads(st.pop("pend_name"))
+        except ValueError:
+            name = None
+        st["name"] = name if isinstance(name, str) else None
+        _maybe_commit(st, ev)
+    elif kind == "args" and st["sent"] and st["pend"]:
+        ev.append(("args", st["pend"]))
+        st["pend"] = ""
+    if st.get("fixed"):
+        st["s"] = "done"
+
+
+def _maybe_commit(st: dict[str, Any], ev: list[Event]) -> None:
+    """Send the name (and any withheld arguments) once both are known to be a call."""
+    if st["sent"] or st["name"] is None or not st["has"]:
+        return
+    st["sent"] = True
+    st["commits"] += 1
+    st["raw"] = None
+    ev.append(("name", st["name"]))
+    if st["pend"] and not st["sc"]:
+        ev.append(("args", st["pend"]))
+        st["pend"] = ""
+
+
+def _close_object(st: dict[str, Any], ev: list[Event]) -> bool:
+    """``}`` of a call object: commit a call without arguments as ``{}``."""
+    if st["name"] is None:
+        return False
+    if not st["sent"]:
+        st["has"] = True
+        _maybe_commit(st, ev)
+        ev.append(("args", "{}"))
+    st["s"] = "elem" if st["array"] else "done"
+    _new_call(st)
+    return True
+
+
+def _stop(st: dict[str, Any], text: str, i: int, ev: list[Event]) -> tuple[list[Event], int]:
+    """Unexpected character at ``text[i]``: reject an uncommitted body, else end it here."""
+    if st["commits"] == 0 and not st["sent"]:
+        ev.append(("reject", (st["raw"] or "") + text[:i]))
+        return ev, i
+    if st["sent"] and st["pend"]:
+        ev.append(("args", st["pend"]))
+        st["pend"] = ""
+    return ev, i

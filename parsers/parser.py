@@ -1,0 +1,231 @@
+"""The composed parser: reasoning phase first, then the tool phase on its content output.
+
+Contract: /work/PARSER_API.md. One :class:`Parser` per (reasoning parser, tool parser) pair;
+it is immutable and holds no per-request data, so one instance serves all requests. The
+per-request state is a plain JSON-compatible dict::
+
+    {"v": 1, "ir": include_reasoning, "pt": parallel_tool_calls,
+     "r": engine state of the reasoning spec or None,
+     "t": engine state of the tool phase or None, "tk": "native" | "required" | "named" | None}
+
+Tool phase selection (vLLM 0.33 serving, parsers.md sections 1 and 9.9): no ``tools`` or
+``tool_choice="none"`` → no tool parsing (markup stays content); ``auto`` → the native format
+when ``enable_auto_tool_choice``; ``required`` → guided JSON array
+``[{"name", "parameters"}]``; named → the whole output is the arguments object. Formats whose
+spec has ``guided_json=False`` parse their native syntax for required/named too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import machine
+from .jsoncalls import JsonCalls
+from .spec import BODY, CONTENT, DROP, FormatSpec
+from .types import Delta, ParseContext, ParseResult, ToolCall, ToolCallDelta
+
+
+def _guided(name: str, **options: Any) -> FormatSpec:
+    """A markerless spec whose whole output is one JSON body (vLLM guided-JSON tool choice)."""
+    return FormatSpec(
+        name=name,
+        kind="tool",
+        markers={},
+        transitions={},
+        modes={"B": BODY, "A": DROP, "X": CONTENT},
+        initial_mode="B",
+        body=JsonCalls(),
+        body_end_mode="A",
+        reject_mode="X",
+        body_options=options,
+    )
+
+
+_GUIDED = {
+    "required": _guided("guided_required", array=True, args_keys=("parameters", "arguments")),
+    "named": _guided("guided_named"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Parser:
+    """A reasoning spec and/or a tool spec composed behind the PARSER_API interface.
+
+    Attributes:
+        reasoning: the reasoning format, or ``None``.
+        tool: the tool-call format, or ``None``.
+        marker_token_ids: vocab ids of the marker texts both formats use.
+        prompt_ids: ``(open id, close id, turn boundary ids)`` for the prompt scan, from the vocab.
+    """
+
+    reasoning: FormatSpec | None
+    tool: FormatSpec | None
+    marker_token_ids: frozenset[int] = frozenset()
+    prompt_ids: tuple[int | None, int | None, frozenset[int]] = (None, None, frozenset())
+
+    def start(self, ctx: ParseContext, prompt_token_ids: Sequence[int] | None = None) -> dict[str, Any]:
+        """Initial state for one output (see module docstring). Reads the prompt's current
+        turn backwards once: O(length of the current turn)."""
+        st: dict[str, Any] = {
+            "v": 1,
+            "ir": ctx.include_reasoning,
+            "pt": ctx.parallel_tool_calls,
+            "r": None,
+            "t": None,
+            "tk": None,
+        }
+        if self.reasoning is not None:
+            chooser = self.reasoning.choose_mode
+            mode = (
+                chooser(ctx.chat_template_kwargs or {}, self._prompt_last(prompt_token_ids))
+                if chooser
+                else None
+            )
+            st["r"] = machine.start(self.reasoning, mode)
+        kind, options = self._tool_kind(ctx)
+        if kind is not None:
+            st["tk"] = kind
+            st["t"] = machine.start(self._tool_spec(kind), None, options)
+        return st
+
+    def reasoning_ended(self, state: Mapping[str, Any]) -> bool | None:
+        """``None`` without a reasoning parser, else whether reasoning has ended."""
+        if self.reasoning is None:
+            return None
+        return state["r"]["mode"] not in self.reasoning.reasoning_modes
+
+    def feed(
+        self, state: dict[str, Any], text: str, token_ids: Sequence[int] = ()
+    ) -> tuple[dict[str, Any], list[Delta]]:
+        """One chunk of new text (markers as text); ``token_ids`` are accepted but markers are
+        matched on text. Returns the new state (the same dict, updated) and 0 or 1 deltas."""
+        return state, self._step(state, text, final=False)
+
+    def finish(self, state: dict[str, Any]) -> tuple[dict[str, Any], list[Delta]]:
+        """End of stream: flush held partial markers, held calls and withheld arguments."""
+        return state, self._step(state, "", final=True)
+
+    def parse(
+        self,
+        ctx: ParseContext,
+        prompt_token_ids: Sequence[int] | None,
+        text: str,
+        token_ids: Sequence[int] = (),
+    ) -> ParseResult:
+        """Batch parse = ``start`` + ``feed(text)`` + ``finish`` joined (one code path)."""
+        state = self.start(ctx, prompt_token_ids)
+        state, first = self.feed(state, text, token_ids)
+        state, last = self.finish(state)
+        return join_deltas(first + last)
+
+    # -- internals --------------------------------------------------------------------
+
+    def _prompt_last(self, prompt: Sequence[int] | None) -> str | None:
+        open_id, close_id, bounds = self.prompt_ids
+        if not prompt or (open_id is None and close_id is None):
+            return None
+        for tok in reversed(prompt):
+            if tok == close_id:
+                return "close"
+            if tok == open_id:
+                return "open"
+            if tok in bounds:
+                return None
+        return None
+
+    def _tool_kind(self, ctx: ParseContext) -> tuple[str | None, dict[str, Any] | None]:
+        choice = ctx.tool_choice
+        if not ctx.tools or choice == "none":
+            return None, None
+        native_forced = self.tool is not None and not self.tool.guided_json
+        if isinstance(choice, Mapping):
+            if native_forced:
+                return "native", None
+            name = (choice.get("function") or {}).get("name")
+            return "named", {"fixed_name": name}
+        if choice == "required":
+            return ("native" if native_forced else "required"), None
+        if self.tool is not None and ctx.enable_auto_tool_choice:
+            return "native", None
+        return None, None
+
+    def _tool_spec(self, kind: str) -> FormatSpec:
+        if kind == "native":
+            assert self.tool is not None
+            return self.tool
+        return _GUIDED[kind]
+
+    def _step(self, st: dict[str, Any], text: str, final: bool) -> list[Delta]:
+        events: list[Any] = []
+        if st["r"] is not None:
+            r_events = machine.feed(self.reasoning, st["r"], text) if text else []
+            if final:
+                r_events += machine.finish(self.reasoning, st["r"])
+        else:
+            r_events = [("content", text)] if text else []
+        tspec = self._tool_spec(st["tk"]) if st["t"] is not None else None
+        for ev in r_events:
+            if ev[0] == "content" and tspec is not None:
+                events += machine.feed(tspec, st["t"], ev[1])
+            else:
+                events.append(ev)
+        if final and tspec is not None:
+            events += machine.finish(tspec, st["t"])
+        return _to_deltas(events, st["ir"], st["pt"])
+
+
+def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool) -> list[Delta]:
+    """Coalesce one step's events into at most one :class:`Delta`."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ToolCallDelta] = []
+    for ev in events:
+        kind = ev[0]
+        if kind == "content":
+            content.append(ev[1])
+        elif kind == "reasoning":
+            if include_reasoning:
+                reasoning.append(ev[1])
+        elif parallel or ev[1] == 0:
+            _add_call_event(calls, ev)
+    delta = Delta(
+        content="".join(content) or None, reasoning="".join(reasoning) or None, tool_calls=tuple(calls)
+    )
+    return [delta] if delta.content or delta.reasoning or delta.tool_calls else []
+
+
+def _add_call_event(calls: list[ToolCallDelta], ev: tuple[Any, ...]) -> None:
+    kind, index, value = ev
+    if kind == "name":
+        calls.append(ToolCallDelta(index=index, name=value))
+        return
+    if not value:
+        return
+    last = calls[-1] if calls else None
+    if last is not None and last.index == index:
+        calls[-1] = ToolCallDelta(
+            index=index, id=last.id, name=last.name, arguments=(last.arguments or "") + value
+        )
+    else:
+        calls.append(ToolCallDelta(index=index, arguments=value))
+
+
+def join_deltas(deltas: Sequence[Delta]) -> ParseResult:
+    """Join stream deltas into a batch result (empty text → ``None``; calls by index)."""
+    content = "".join(d.content or "" for d in deltas) or None
+    reasoning = "".join(d.reasoning or "" for d in deltas) or None
+    names: dict[int, str] = {}
+    args: dict[int, list[str]] = {}
+    ids: dict[int, str | None] = {}
+    for d in deltas:
+        for c in d.tool_calls:
+            if c.name is not None:
+                names[c.index] = c.name
+                ids.setdefault(c.index, c.id)
+            args.setdefault(c.index, []).append(c.arguments or "")
+    calls = tuple(
+        ToolCall(name=names[i], arguments="".join(args.get(i, [])), id=ids.get(i)) for i in sorted(names)
+    )
+    return ParseResult(content=content, reasoning=reasoning, tool_calls=calls)

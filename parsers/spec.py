@@ -1,0 +1,163 @@
+"""Declarative format specs driven by the one engine in :mod:`parsers.machine`.
+
+A format (one reasoning or tool-call family) is a frozen :class:`FormatSpec`: named text
+markers, a set of modes each with a *sink* (where plain text in that mode goes), and a
+transition table ``(mode, marker) -> Transition``. A marker with no transition from the
+current mode is plain text of that mode. Tool-call bodies are handed to the spec's one
+:class:`BodyHandler` (an argument converter such as :class:`parsers.jsoncalls.JsonCalls`).
+
+Sinks:
+
+* ``"content"`` / ``"reasoning"``: text is emitted as that kind.
+* ``"drop"``: text is discarded (e.g. hermes text after a tool call).
+* ``"hold"``: text (and kept markers) accumulate in ``state["hold"]`` until a transition
+  releases them with ``Transition.release`` or finish releases them with
+  ``FormatSpec.finish_release[mode]``. Used for tentative decisions (qwen3: is a
+  ``<tool_call>`` inside reasoning a draft or the real call?).
+* ``"body"``: text goes to ``FormatSpec.body`` until the handler reports the body's end.
+
+Example (a minimal ``<think>`` reasoning format)::
+
+    SPEC = FormatSpec(
+        name="mini", kind="reasoning",
+        markers={"START": "<think>", "END": "</think>"},
+        modes={"R": REASONING, "C": CONTENT},
+        transitions={("R", "START"): Transition("R"), ("R", "END"): Transition("C")},
+        initial_mode="R", reasoning_modes=frozenset({"R"}),
+    )
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+CONTENT = "content"
+REASONING = "reasoning"
+DROP = "drop"
+HOLD = "hold"
+BODY = "body"
+SINKS = frozenset({CONTENT, REASONING, DROP, HOLD, BODY})
+
+#: An engine event: ``("content", text)``, ``("reasoning", text)``, ``("name", index, name)``,
+#: ``("args", index, fragment)``; handlers emit ``("name", name)``, ``("args", fragment)``,
+#: ``("reject", raw_text)`` and the engine adds the call index.
+Event = tuple[Any, ...]
+
+
+class BodyHandler(Protocol):
+    """Incremental converter of one tool-call body (the text after a start marker).
+
+    Its state is a JSON-compatible dict owned by the engine (``state["body"]``).
+    """
+
+    def start(self, marker: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        """New body state; ``marker`` is the start-marker text (kept for rejection)."""
+        ...
+
+    def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
+        """Consume ``text``; return events and ``None`` (all consumed, body continues) or the
+        index in ``text`` where the body ended (the rest goes back to the lexer). A
+        ``("reject", raw)`` event means the body was not a call: ``raw`` becomes content and
+        the engine switches to ``FormatSpec.reject_mode``."""
+        ...
+
+    def finish(self, st: dict[str, Any]) -> list[Event]:
+        """End of stream inside the body: release withheld pieces or reject."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """What a marker does in a mode.
+
+    Attributes:
+        to: the next mode.
+        keep: send the marker text to the *next* mode's sink instead of dropping it
+            (body modes always receive it via ``BodyHandler.start``).
+        release: before switching, release ``state["hold"]`` as ``"content"`` or
+            ``"reasoning"``.
+    """
+
+    to: str
+    keep: bool = False
+    release: Literal["content", "reasoning"] | None = None
+
+
+#: Chooses the initial mode of a reasoning spec from ``chat_template_kwargs`` and the last
+#: reasoning marker of the prompt's current turn (``"open"``, ``"close"`` or ``None``).
+ModeChooser = Callable[[Mapping[str, Any], str | None], str]
+
+
+@dataclass(frozen=True, slots=True)
+class FormatSpec:
+    """One parser family as data. See the module docstring for the meaning of each part.
+
+    Attributes:
+        name: the vLLM parser name.
+        kind: ``"reasoning"`` or ``"tool"``.
+        markers: marker name -> literal text (special tokens appear as their text).
+        modes: mode -> sink.
+        transitions: ``(mode, marker name) -> Transition``.
+        initial_mode: start mode (reasoning specs may override it with ``choose_mode``).
+        reasoning_modes: modes in which reasoning has not ended (``Parser.reasoning_ended``).
+        break_on_text: mode -> transition applied when non-whitespace plain text arrives
+            in that mode (the text then goes to the new mode).
+        finish_release: mode -> kind the held text is released as at end of stream.
+        body: the argument converter for ``"body"`` modes.
+        body_end_mode: mode after a body ends normally.
+        reject_mode: mode after a body is rejected (its raw text becomes content).
+        body_options: passed to ``BodyHandler.start``.
+        choose_mode: initial-mode chooser for reasoning specs (prompt/kwargs aware).
+        prompt_open / prompt_close: reasoning markers looked for in the prompt's current turn.
+        turn_boundaries: marker texts that end the backward prompt scan (e.g. ``<|im_start|>``).
+        guided_json: tool specs only: ``tool_choice`` required/named parse vLLM's guided JSON
+            (``supports_required_and_named``) instead of the native syntax.
+    """
+
+    name: str
+    kind: Literal["reasoning", "tool"]
+    markers: Mapping[str, str]
+    modes: Mapping[str, str]
+    transitions: Mapping[tuple[str, str], Transition]
+    initial_mode: str
+    reasoning_modes: frozenset[str] = frozenset()
+    break_on_text: Mapping[str, Transition] = field(default_factory=dict)
+    finish_release: Mapping[str, str] = field(default_factory=dict)
+    body: BodyHandler | None = None
+    body_end_mode: str | None = None
+    reject_mode: str | None = None
+    body_options: Mapping[str, Any] = field(default_factory=dict)
+    choose_mode: ModeChooser | None = None
+    prompt_open: str | None = None
+    prompt_close: str | None = None
+    turn_boundaries: tuple[str, ...] = ()
+    guided_json: bool = True
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+
+def _check(spec: FormatSpec) -> None:
+    """Reject inconsistent tables early (unknown modes, markers, sinks, missing body)."""
+    modes = spec.modes
+    if spec.kind not in ("reasoning", "tool"):
+        raise ValueError(f"{spec.name}: kind must be 'reasoning' or 'tool'")
+    bad_sinks = {m: s for m, s in modes.items() if s not in SINKS}
+    if bad_sinks:
+        raise ValueError(f"{spec.name}: unknown sinks {bad_sinks}")
+    targets = [t.to for t in spec.transitions.values()] + [t.to for t in spec.break_on_text.values()]
+    targets += [m for m in (spec.initial_mode, spec.body_end_mode, spec.reject_mode) if m]
+    unknown = {m for m in targets if m not in modes} | {m for m, _ in spec.transitions if m not in modes}
+    if unknown:
+        raise ValueError(f"{spec.name}: unknown modes {sorted(unknown)}")
+    missing = {k for _, k in spec.transitions if k not in spec.markers}
+    if missing:
+        raise ValueError(f"{spec.name}: transitions use undefined markers {sorted(missing)}")
+    if BODY in modes.values() and (
+        spec.body is None or spec.body_end_mode is None or spec.reject_mode is None
+    ):
+        raise ValueError(f"{spec.name}: a body mode needs body, body_end_mode and reject_mode")
+    if any(not text for text in spec.markers.values()):
+        raise ValueError(f"{spec.name}: empty marker text")
