@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from . import detokenize, logprobs, stop_strings
 from .detokenize import DetokState, Detokenizer
 from .models import ModelBundle
@@ -189,7 +191,9 @@ def advance(
     After a stop string matched (``stop_generation``), the state is ``done`` and later steps
     produce nothing. Returns the step's output and the next state (the input is not mutated).
     """
-    st = state.model_copy()
+    # The parser updates its state dict in place: give this step its own copy.
+    fresh = None if state.parser is None else orjson.loads(orjson.dumps(state.parser))
+    st = state.model_copy(update={"parser": fresh})
     out = StepOutput()
     if st.done:
         return out, st

@@ -147,3 +147,15 @@ def test_validation_errors_are_pydantic_400s():
             (derender.derender_completion if "generate_responses" in body else derender.derender_chat)(b, s, body)
     with pytest.raises(InvalidRequest):
         derender.derender_chat(b, s, ["not", "an", "object"])
+
+
+def test_n_choices_with_parser_are_independent():
+    """n > 1 with a parser: each choice starts from the same parser state (one choice's
+    parsing never leaks into the next)."""
+    b, s = setup(reasoning_parser="qwen3")
+    one = b.tokenizer.encode("<think>a</think>first", add_special_tokens=False)
+    two = b.tokenizer.encode("<think>b</think>second", add_special_tokens=False)
+    body = {"generate_response": {"request_id": "r", "choices": [{"index": 0, "token_ids": one}, {"index": 1, "token_ids": two}]},
+            "chat_request": {"messages": []}}
+    msgs = [c["message"] for c in derender.derender_chat(b, s, body)["choices"]]
+    assert [(m["reasoning"], m["content"]) for m in msgs] == [("a", "first"), ("b", "second")]
