@@ -51,46 +51,54 @@ def main() -> None:
     chat = {k: chat9k[k] for k in ("messages", "tools")}
     enc = tok.apply_chat_template(chat["messages"], tools=chat["tools"], add_generation_prompt=True, tokenize=True)
     prompt = list(enc["input_ids"]) if not isinstance(enc, list) else enc
-    text = "<think>\nThe user asks about the weather in 日本; let me think about 東京 and the forecast. " * 400
-    ids = tok.encode(text, add_special_tokens=False)
-    positions = (100, 4000)
-    assert len(ids) > max(positions) + args.samples
-
+    think = "<think>\nThe user asks about the weather in 日本; let me think about 東京 and the forecast. " * 400
+    long_call = ("</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \""
+                 + "東京 and the forecast, " * 800)
     base, stop = serve_in_thread(create_app(settings, bundle))
     http = httpx.Client(base_url=base, timeout=60)
     try:
-        first = chunk_body(ids[0], None, {"chat_request": chat, "prompt_token_ids": prompt})
-        print(f"prompt: {len(prompt)} tokens; first-call body {len(orjson.dumps(first)):,} bytes")
-        state = derender.derender_chat(bundle, settings, first)["stream_state"]
-        results = {}
-        pos = 1
-        for target in positions:
-            while pos < target:
-                state = derender.derender_chat(bundle, settings, chunk_body(ids[pos], state))["stream_state"]
-                pos += 1
-            core, web, sizes, bodies = [], [], [], []
-            for _ in range(args.samples):
-                body = chunk_body(ids[pos], state)
-                raw = orjson.dumps(body)
-                bodies.append(len(raw))
-                t0 = time.perf_counter()
-                out = derender.derender_chat(bundle, settings, orjson.loads(raw))
-                core.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                r = http.post("/v1/chat/completions/derender", content=raw, headers={"content-type": "application/json"})
-                web.append(time.perf_counter() - t0)
-                assert r.status_code == 200 and r.json()["stream_state"] == out["stream_state"]
-                state = out["stream_state"]
-                sizes.append(len(state))
-                pos += 1
-            results[target] = (statistics.median(core), statistics.median(web), statistics.median(sizes),
-                               statistics.median(bodies))
-        print("position | in-process ms/chunk | HTTP ms/chunk | stream_state bytes | later-chunk body bytes")
-        for target, (c, w, s, b) in results.items():
-            print(f"{target:8d} | {c * 1e3:19.3f} | {w * 1e3:13.3f} | {s:18.0f} | {b:22.0f}")
+        for label, text, positions in (("long think block", think, (100, 4000)),
+                                       ("inside one open tool call (args)", long_call, (100, 4000))):
+            ids = tok.encode(text, add_special_tokens=False)
+            assert len(ids) > max(positions) + args.samples
+            print(f"\n== {label} ==")
+            measure(bundle, settings, http, chat, prompt, ids, positions, args.samples)
     finally:
         http.close()
         stop()
+
+
+def measure(bundle, settings, http, chat, prompt, ids, positions, samples) -> None:
+    """Stream ``ids`` one per call; print medians at each position."""
+    first = chunk_body(ids[0], None, {"chat_request": chat, "prompt_token_ids": prompt})
+    print(f"prompt: {len(prompt)} tokens; first-call body {len(orjson.dumps(first)):,} bytes")
+    state = derender.derender_chat(bundle, settings, first)["stream_state"]
+    results = {}
+    pos = 1
+    for target in positions:
+        while pos < target:
+            state = derender.derender_chat(bundle, settings, chunk_body(ids[pos], state))["stream_state"]
+            pos += 1
+        core, web, sizes, bodies = [], [], [], []
+        for _ in range(samples):
+            body = chunk_body(ids[pos], state)
+            raw = orjson.dumps(body)
+            bodies.append(len(raw))
+            t0 = time.perf_counter()
+            out = derender.derender_chat(bundle, settings, orjson.loads(raw))
+            core.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            r = http.post("/v1/chat/completions/derender", content=raw, headers={"content-type": "application/json"})
+            web.append(time.perf_counter() - t0)
+            assert r.status_code == 200 and r.json()["stream_state"] == out["stream_state"]
+            state = out["stream_state"]
+            sizes.append(len(state))
+            pos += 1
+        results[target] = (statistics.median(core), statistics.median(web), statistics.median(sizes),
+                           statistics.median(bodies))
+    print("position | in-process ms/chunk | HTTP ms/chunk | stream_state bytes | later-chunk body bytes")
+    for target, (c, w, s, b) in results.items():
+        print(f"{target:8d} | {c * 1e3:19.3f} | {w * 1e3:13.3f} | {s:18.0f} | {b:22.0f}")
 
 
 if __name__ == "__main__":

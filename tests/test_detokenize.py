@@ -141,3 +141,25 @@ def test_br10_leading_space_kept():
     deltas, _ = one_by_one(detokenizer_for(tok), ids)
     assert "".join(deltas) == " leading x" == tok.decode(ids)
     assert deltas[0].startswith(" ")
+
+
+def test_br05_prompt_ending_mid_utf8_never_leaks():
+    """BR05: a prompt that ends inside a UTF-8 character never leaks into the streamed text; the
+    output decodes exactly as ``tokenizer.decode(output_ids)``."""
+    from render_service import derender
+    from render_service.settings import Settings
+
+    b = bundle(QWEN3)
+    tok = b.tokenizer
+    pepper = byte_token_ids(tok, "🌶".encode())
+    prompt = tok.encode("Hello world ", add_special_tokens=False) + pepper[:2]
+    output = pepper[2:] + tok.encode(" hot", add_special_tokens=False)
+    s, state, deltas = Settings(model=b.root), None, []
+    for t in output:
+        body = {"stream": True, "stream_state": state, "prompt_token_ids": prompt,
+                "generate_chunk": {"request_id": "cmpl-1", "choices": [{"index": 0, "token_ids": [t]}]}}
+        r = derender.derender_completion(b, s, body)
+        state = r["stream_state"]
+        deltas.append(r["chunk"]["choices"][0]["text"])
+    assert not any("Hello" in d for d in deltas)
+    assert "".join(deltas) == tok.decode(output)

@@ -143,3 +143,32 @@ def test_state_size_does_not_grow_with_output():
     _, _, _, _, _, sizes = stream(ids, [1] * len(ids), {"messages": MESSAGES, "tools": TOOLS}, finish=None)
     assert len(ids) > 1500
     assert max(sizes[1000:]) <= max(sizes[10:30]) + 8
+
+
+@pytest.mark.parametrize("tool_choice, output, finish", [
+    ({"type": "function", "function": {"name": "get_weather"}}, '{"city": "Paris"}', "stop"),
+    ("required", '[{"name": "get_weather", "parameters": {"city": "Paris"}}]', "tool_calls"),
+])
+def test_named_and_required_tool_choice(tool_choice, output, finish):
+    """Named tool_choice: the output is the arguments, finish_reason stays 'stop' (OpenAI);
+    required: a JSON list of calls, finish_reason 'tool_calls'; content is '' in both; the
+    stream (one token per chunk) agrees with batch."""
+    b, _, _ = setup()
+    ids = b.tokenizer.encode(output + "<|im_end|>", add_special_tokens=False)
+    chat = {"messages": MESSAGES, "tools": TOOLS, "tool_choice": tool_choice,
+            "chat_template_kwargs": {"enable_thinking": False}}
+    want = batch(ids, chat)
+    assert want["message"]["content"] == "" and want["finish_reason"] == finish
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in want["message"]["tool_calls"]] == [
+        ("get_weather", {"city": "Paris"})]
+    content, _, calls, got_finish, _, _ = stream(ids, [1] * len(ids), chat)
+    assert calls == as_batch_calls(want) and got_finish == finish and content == ""
+
+
+def test_tool_choice_none_keeps_markup_as_content():
+    """tool_choice none: no calls; the <tool_call> markup stays in content (upstream §10.11)."""
+    b, _, _ = setup()
+    ids = b.tokenizer.encode(output_text("x", "Hi", ["Paris"]), add_special_tokens=False)
+    want = batch(ids, {"messages": MESSAGES, "tools": TOOLS, "tool_choice": "none"})
+    assert "tool_calls" not in want["message"] and "<tool_call>" in want["message"]["content"]
+    assert want["finish_reason"] == "stop"
