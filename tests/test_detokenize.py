@@ -163,3 +163,23 @@ def test_br05_prompt_ending_mid_utf8_never_leaks():
         deltas.append(r["chunk"]["choices"][0]["text"])
     assert not any("Hello" in d for d in deltas)
     assert "".join(deltas) == tok.decode(output)
+
+
+class RewritingTokenizer:
+    """BR04's synthetic tokenizer: decode([1]) = 'abcde', decode([1, 2]) = 'abcd😀' (a merge
+    rewrites the tail), decode([2]) = '😀'. A stand-in for a third-party tokenizer."""
+
+    table = {(1,): "abcde", (1, 2): "abcd😀", (2,): "😀", (): ""}
+
+    def decode(self, ids, skip_special_tokens=False):
+        return self.table[tuple(ids)]
+
+
+def test_br04_rewritten_tail_never_slices_inside_a_character():
+    """BR04 (window strategy): when a new id rewrites the decoded tail, the step neither raises
+    nor splits a character: it emits the new character whole."""
+    detok = detokenize.Detokenizer(tokenizer=RewritingTokenizer(), token_bytes=None)
+    first, state = detokenize.step(detok, DetokState(), [1], frozenset())
+    second, state = detokenize.step(detok, state, [2], frozenset())
+    rest, _ = detokenize.flush(detok, state)
+    assert (first, second + rest) == ("abcde", "😀")

@@ -87,13 +87,16 @@ def as_batch_calls(choice):
 
 @settings(max_examples=60, deadline=None)
 @given(think=st.one_of(st.none(), words), text=words, cities=st.lists(st.sampled_from(["Paris", "東京", "Zürich 😀"]), max_size=2),
-       sizes=st.lists(st.integers(1, 7), max_size=60), parallel=st.booleans(), include_reasoning=st.booleans())
-def test_stream_equals_batch_any_split(think, text, cities, sizes, parallel, include_reasoning):
+       sizes=st.lists(st.integers(1, 7), max_size=60), parallel=st.booleans(), include_reasoning=st.booleans(),
+       stop=st.lists(st.sampled_from(["user", "日本", "Zürich", "</tool_call>", "\n\n"]), max_size=2))
+def test_stream_equals_batch_any_split(think, text, cities, sizes, parallel, include_reasoning, stop):
     """Joined streamed deltas equal batch derender (content, reasoning, each tool call's id, name,
-    arguments, finish_reason) for any split; no U+FFFD appears; streamed text is never retracted."""
+    arguments, finish_reason) for any split, with or without stop strings; no U+FFFD appears;
+    role comes once, first."""
     b, _, _ = setup()
     ids = b.tokenizer.encode(output_text(think, text, cities), add_special_tokens=False)
-    chat = {"messages": MESSAGES, "tools": TOOLS, "parallel_tool_calls": parallel, "include_reasoning": include_reasoning}
+    chat = {"messages": MESSAGES, "tools": TOOLS, "parallel_tool_calls": parallel, "include_reasoning": include_reasoning,
+            "stop": stop}
     want = batch(ids, chat)
     content, reasoning, calls, finish, deltas, _ = stream(ids, sizes, chat)
     assert content == (want["message"]["content"] or "")
