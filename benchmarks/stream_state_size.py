@@ -31,8 +31,11 @@ from render_service.testing.engine import serve_in_thread  # noqa: E402
 
 
 def chunk_body(token: int, state: str | None, extra: dict | None = None) -> dict:
-    body = {"stream": True, "stream_state": state,
-            "generate_chunk": {"request_id": "chatcmpl-bench", "choices": [{"index": 0, "token_ids": [token]}]}}
+    body = {
+        "stream": True,
+        "stream_state": state,
+        "generate_chunk": {"request_id": "chatcmpl-bench", "choices": [{"index": 0, "token_ids": [token]}]},
+    }
     body.update(extra or {})
     return body
 
@@ -43,22 +46,34 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=51)
     args = ap.parse_args()
     shared = Path(args.shared)
-    settings = Settings(model=str(shared / "models" / "Qwen--Qwen3-0.6B"), reasoning_parser="qwen3",
-                        tool_call_parser="hermes", enable_auto_tool_choice=True)
+    settings = Settings(
+        model=str(shared / "models" / "Qwen--Qwen3-0.6B"),
+        reasoning_parser="qwen3",
+        tool_call_parser="hermes",
+        enable_auto_tool_choice=True,
+    )
     bundle = load_bundle(settings)
     tok = bundle.tokenizer
     chat9k = json.loads((shared / "bench" / "chat_9k.json").read_text())
     chat = {k: chat9k[k] for k in ("messages", "tools")}
-    enc = tok.apply_chat_template(chat["messages"], tools=chat["tools"], add_generation_prompt=True, tokenize=True)
+    enc = tok.apply_chat_template(
+        chat["messages"], tools=chat["tools"], add_generation_prompt=True, tokenize=True
+    )
     prompt = list(enc["input_ids"]) if not isinstance(enc, list) else enc
-    think = "<think>\nThe user asks about the weather in 日本; let me think about 東京 and the forecast. " * 400
-    long_call = ("</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \""
-                 + "東京 and the forecast, " * 800)
+    think = (
+        "<think>\nThe user asks about the weather in 日本; let me think about 東京 and the forecast. " * 400
+    )
+    long_call = (
+        '</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "'
+        + "東京 and the forecast, " * 800
+    )
     base, stop = serve_in_thread(create_app(settings, bundle))
     http = httpx.Client(base_url=base, timeout=60)
     try:
-        for label, text, positions in (("long think block", think, (100, 4000)),
-                                       ("inside one open tool call (args)", long_call, (100, 4000))):
+        for label, text, positions in (
+            ("long think block", think, (100, 4000)),
+            ("inside one open tool call (args)", long_call, (100, 4000)),
+        ):
             ids = tok.encode(text, add_special_tokens=False)
             assert len(ids) > max(positions) + args.samples
             print(f"\n== {label} ==")
@@ -88,14 +103,20 @@ def measure(bundle, settings, http, chat, prompt, ids, positions, samples) -> No
             out = derender.derender_chat(bundle, settings, orjson.loads(raw))
             core.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            r = http.post("/v1/chat/completions/derender", content=raw, headers={"content-type": "application/json"})
+            r = http.post(
+                "/v1/chat/completions/derender", content=raw, headers={"content-type": "application/json"}
+            )
             web.append(time.perf_counter() - t0)
             assert r.status_code == 200 and r.json()["stream_state"] == out["stream_state"]
             state = out["stream_state"]
             sizes.append(len(state))
             pos += 1
-        results[target] = (statistics.median(core), statistics.median(web), statistics.median(sizes),
-                           statistics.median(bodies))
+        results[target] = (
+            statistics.median(core),
+            statistics.median(web),
+            statistics.median(sizes),
+            statistics.median(bodies),
+        )
     print("position | in-process ms/chunk | HTTP ms/chunk | stream_state bytes | later-chunk body bytes")
     for target, (c, w, s, b) in results.items():
         print(f"{target:8d} | {c * 1e3:19.3f} | {w * 1e3:13.3f} | {s:18.0f} | {b:22.0f}")

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from . import detokenize, logprobs, stop_strings
-from .detokenize import DetokState, Detokenizer
+from .detokenize import Detokenizer, DetokState
 from .models import ModelBundle
 from .protocol.derender import StreamState
 from .settings import Settings
@@ -95,7 +95,11 @@ def tool_call_id(request_id: str, choice_index: int, call_index: int) -> str:
 
 
 def drop_stop_token(
-    pipe: Pipeline, st: StreamState, ids: Sequence[int], finish_reason: str | None, stop_reason: int | str | None
+    pipe: Pipeline,
+    st: StreamState,
+    ids: Sequence[int],
+    finish_reason: str | None,
+    stop_reason: int | str | None,
 ) -> tuple[Sequence[int], int | str | None]:
     """Leave the token that stopped generation out of the text (never out of ``token_ids``,
     usage or logprobs), as upstream ``_drop_stop_token`` (§7.3). Returns the ids to decode and
@@ -138,8 +142,15 @@ def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) ->
     return head, tail
 
 
-def _parse(pipe: Pipeline, st: StreamState, out: StepOutput, text: str, ids: Sequence[int], end: bool,
-           choice_index: int) -> None:
+def _parse(
+    pipe: Pipeline,
+    st: StreamState,
+    out: StepOutput,
+    text: str,
+    ids: Sequence[int],
+    end: bool,
+    choice_index: int,
+) -> None:
     if pipe.parser is None:
         out.content = text
         return
@@ -160,7 +171,12 @@ def _tool_calls(st: StreamState, pieces: Sequence[Any], choice_index: int) -> li
     for tc in pieces:
         call = merged.get(tc.index)
         if call is None:
-            call = {"id": None, "type": None, "index": tc.index, "function": {"name": None, "arguments": None}}
+            call = {
+                "id": None,
+                "type": None,
+                "index": tc.index,
+                "function": {"name": None, "arguments": None},
+            }
             merged[tc.index] = call
         if tc.name is not None:
             call["id"] = tc.id or tool_call_id(st.rid, choice_index, tc.index)
@@ -201,7 +217,9 @@ def advance(
         limit = None if st.lp_k < 0 else st.lp_k
         out.logprobs, ctx = logprobs.to_chat(pipe.detok, logprob_content, limit, st.lp_ctx)
         st.lp_ctx = list(ctx)
-    text_ids, out.stop_reason = drop_stop_token(pipe, st, ids, finish_reason, stop_reason) if final else (ids, None)
+    text_ids, out.stop_reason = (
+        drop_stop_token(pipe, st, ids, finish_reason, stop_reason) if final else (ids, None)
+    )
     head, tail = _decode(pipe, st, text_ids, final)
     emit, st.held, match = stop_strings.step(st.held, tail, st.stops, st.incl)
     text = head + emit

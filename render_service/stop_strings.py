@@ -45,9 +45,7 @@ def _held_suffix_len(buf: str, stops: Sequence[str]) -> int:
     return 0
 
 
-def step(
-    held: str, text: str, stops: Sequence[str], include_stop: bool
-) -> tuple[str, str, StopMatch | None]:
+def step(held: str, text: str, stops: Sequence[str], include_stop: bool) -> tuple[str, str, StopMatch | None]:
     """Feed new text. Returns ``(emit, held, match)``: text safe to send now, the text held
     back, and the match when a stop string completed (then ``held`` is ``""`` and the output
     is over). Cost O(len(held + text) · len(stops)).

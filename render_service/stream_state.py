@@ -113,7 +113,9 @@ def decode_state(text: object, fingerprint: str, keys: Sequence[str] = ()) -> St
             configured, strict validation failed, or made under another configuration.
     """
     if not isinstance(text, str):
-        raise InvalidStreamState("invalid stream_state: expected the opaque string returned by the previous call")
+        raise InvalidStreamState(
+            "invalid stream_state: expected the opaque string returned by the previous call"
+        )
     if len(text) > MAX_STATE_BYTES:
         raise InvalidStreamState("invalid stream_state: too large")
     parts = text.split(".")
@@ -121,7 +123,9 @@ def decode_state(text: object, fingerprint: str, keys: Sequence[str] = ()) -> St
         raise InvalidStreamState("invalid stream_state: malformed")
     head, payload = parts[0], parts[1]
     if head[0] != VERSION or head[1] not in "jz":
-        raise InvalidStreamState(f"invalid stream_state: unsupported version {head!r} (this server writes {VERSION!r})")
+        raise InvalidStreamState(
+            f"invalid stream_state: unsupported version {head!r} (this server writes {VERSION!r})"
+        )
     _check_signature(f"{head}.{payload}", parts[2] if len(parts) == 3 else None, keys)
     try:
         state = StreamState.model_validate(orjson.loads(_body(head[1], payload)), strict=True)
@@ -129,6 +133,7 @@ def decode_state(text: object, fingerprint: str, keys: Sequence[str] = ()) -> St
         raise InvalidStreamState(f"invalid stream_state: {type(exc).__name__}") from None
     if state.cfg != fingerprint[:FINGERPRINT_CHARS]:
         raise InvalidStreamState(
-            "invalid stream_state: made under another server configuration (model, template or parsers differ)"
+            "invalid stream_state: made under another server configuration "
+            "(model, template or parsers differ)"
         )
     return state

@@ -7,11 +7,11 @@ import datetime as _dt
 import functools
 from typing import Any
 
+from conftest import model_dir
+
 from render_service import messages
 from render_service.models import ModelBundle, load_bundle
 from render_service.settings import Settings
-
-from conftest import model_dir
 
 MODEL_FOLDERS = (
     "Qwen--Qwen3-0.6B",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from derender_helpers import QWEN3, bundle
+from derender_helpers import QWEN3, bundle, byte_token_ids, stream_body
 from pydantic import ValidationError
 
 from render_service import derender
@@ -18,9 +18,18 @@ def setup(**kw):
 
 def lp_content(ids, k=3):
     """Engine-style logprobs: sampled first, then k neighbours."""
-    return {"content": [{"token_id": t, "logprob": -0.5, "rank": 1, "top_logprobs":
-                         [{"token_id": t, "logprob": -0.5, "rank": 1}] + [{"token_id": t + j, "logprob": -1.0 - j, "rank": j + 1}
-                                                                           for j in range(1, k + 1)]} for t in ids]}
+    return {
+        "content": [
+            {
+                "token_id": t,
+                "logprob": -0.5,
+                "rank": 1,
+                "top_logprobs": [{"token_id": t, "logprob": -0.5, "rank": 1}]
+                + [{"token_id": t + j, "logprob": -1.0 - j, "rank": j + 1} for j in range(1, k + 1)],
+            }
+            for t in ids
+        ]
+    }
 
 
 def test_chat_logprobs_strings_bytes_and_cut():
@@ -29,8 +38,13 @@ def test_chat_logprobs_strings_bytes_and_cut():
     the preceding ids ('' until the character completes, as upstream)."""
     b, s = setup()
     ids = b.tokenizer.encode(" wörld 日", add_special_tokens=False)
-    body = {"generate_response": {"request_id": "r", "choices": [{"token_ids": ids, "logprobs": lp_content(ids)}]},
-            "chat_request": {"messages": [], "logprobs": True, "top_logprobs": 2}}
+    body = {
+        "generate_response": {
+            "request_id": "r",
+            "choices": [{"token_ids": ids, "logprobs": lp_content(ids)}],
+        },
+        "chat_request": {"messages": [], "logprobs": True, "top_logprobs": 2},
+    }
     content = derender.derender_chat(b, s, body)["choices"][0]["logprobs"]["content"]
     assert [len(c["top_logprobs"]) for c in content] == [2] * len(ids)
     assert b"".join(bytes(c["bytes"]) for c in content).decode() == " wörld 日"
@@ -43,14 +57,10 @@ def test_chat_logprobs_of_split_character_across_chunks():
     """Streaming: a character split over byte tokens in separate chunks: the last piece's token
     string is the whole character (context carried in the state), each piece keeps its byte."""
     b, s = setup()
-    vocab = b.tokenizer.get_vocab()
-    from render_service.detokenize import gpt2_byte_decoder
-    inverse = {v: k for k, v in gpt2_byte_decoder().items()}
-    ids = [vocab[inverse[x]] for x in "日".encode()]
+    ids = byte_token_ids(b.tokenizer, "日".encode())
     state, tokens, raw = None, [], []
     for i, t in enumerate(ids):
-        body = {"stream": True, "stream_state": state, "generate_chunk": {"request_id": "r", "choices": [
-            {"index": 0, "token_ids": [t], "logprobs": lp_content([t], 0), "finish_reason": "stop" if i == 2 else None}]}}
+        body = stream_body([t], state, finish="stop" if i == 2 else None, logprobs=lp_content([t], 0))
         if state is None:
             body["chat_request"] = {"messages": [], "logprobs": True}
         r = derender.derender_chat(b, s, body)
@@ -68,8 +78,7 @@ def test_completion_logprobs_text_offset_across_chunks():
     ids = b.tokenizer.encode("Héllo wörld", add_special_tokens=False)
     state, offsets, tokens = None, [], []
     for t in ids:
-        body = {"stream": True, "stream_state": state, "generate_chunk": {"request_id": "c", "choices": [
-            {"index": 0, "token_ids": [t], "logprobs": lp_content([t], 4)}]}}
+        body = stream_body([t], state, request_id="c", logprobs=lp_content([t], 4))
         if state is None:
             body["completion_request"] = {"prompt": "x", "logprobs": 1}
         r = derender.derender_completion(b, s, body)
@@ -91,13 +100,23 @@ def test_n_choices_and_usage():
     b, s = setup()
     a = b.tokenizer.encode("first", add_special_tokens=False)
     c = b.tokenizer.encode("second one", add_special_tokens=False)
-    body = {"generate_response": {"request_id": "r", "choices": [{"index": 0, "token_ids": a}, {"index": 1, "token_ids": c}]},
-            "prompt_token_ids": [1, 2, 3]}
+    body = {
+        "generate_response": {
+            "request_id": "r",
+            "choices": [{"index": 0, "token_ids": a}, {"index": 1, "token_ids": c}],
+        },
+        "prompt_token_ids": [1, 2, 3],
+    }
     out = derender.derender_chat(b, s, body)
     assert [ch["message"]["content"] for ch in out["choices"]] == ["first", "second one"]
     assert [ch["index"] for ch in out["choices"]] == [0, 1]
-    assert out["usage"] == {"prompt_tokens": 3, "total_tokens": 3 + len(a) + len(c), "completion_tokens": len(a) + len(c),
-                            "prompt_tokens_details": None, "completion_tokens_details": None}
+    assert out["usage"] == {
+        "prompt_tokens": 3,
+        "total_tokens": 3 + len(a) + len(c),
+        "completion_tokens": len(a) + len(c),
+        "prompt_tokens_details": None,
+        "completion_tokens_details": None,
+    }
 
 
 def test_completions_batch_flattens_responses():
@@ -105,9 +124,14 @@ def test_completions_batch_flattens_responses():
     id from the first response; return_token_ids echoes ids."""
     b, s = setup()
     x = b.tokenizer.encode("x y", add_special_tokens=False)
-    body = {"generate_responses": [{"request_id": "cmpl-1-0", "choices": [{"token_ids": x}, {"index": 1, "token_ids": x}]},
-                                   {"request_id": "cmpl-1-1", "choices": [{"token_ids": x}]}],
-            "prompt_tokens": [4, 5], "completion_request": {"prompt": ["a", "b"], "return_token_ids": True}}
+    body = {
+        "generate_responses": [
+            {"request_id": "cmpl-1-0", "choices": [{"token_ids": x}, {"index": 1, "token_ids": x}]},
+            {"request_id": "cmpl-1-1", "choices": [{"token_ids": x}]},
+        ],
+        "prompt_tokens": [4, 5],
+        "completion_request": {"prompt": ["a", "b"], "return_token_ids": True},
+    }
     out = derender.derender_completion(b, s, body)
     assert out["id"] == "cmpl-1-0" and [c["index"] for c in out["choices"]] == [0, 1, 2]
     assert [c["text"] for c in out["choices"]] == ["x y"] * 3 and out["choices"][0]["token_ids"] == x
@@ -120,20 +144,45 @@ def test_usage_only_chunk_and_prompt_tokens_from_first_call():
     """A usage-only generate chunk gives choices [] and usage; prompt_tokens given on the first
     call is remembered by the state."""
     b, s = setup()
-    first = {"stream": True, "prompt_tokens": 42, "generate_chunk": {"request_id": "r", "choices": [{"token_ids": [9707]}]}}
+    first = {
+        "stream": True,
+        "prompt_tokens": 42,
+        "generate_chunk": {"request_id": "r", "choices": [{"token_ids": [9707]}]},
+    }
     state = derender.derender_chat(b, s, first)["stream_state"]
-    usage_chunk = {"stream": True, "stream_state": state, "generate_chunk": {
-        "request_id": "r", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}}}
+    usage_chunk = {
+        "stream": True,
+        "stream_state": state,
+        "generate_chunk": {
+            "request_id": "r",
+            "choices": [],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12},
+        },
+    }
     chunk = derender.derender_chat(b, s, usage_chunk)["chunk"]
-    assert chunk["choices"] == [] and chunk["usage"]["prompt_tokens"] == 42 and chunk["usage"]["completion_tokens"] == 5
+    assert (
+        chunk["choices"] == []
+        and chunk["usage"]["prompt_tokens"] == 42
+        and chunk["usage"]["completion_tokens"] == 5
+    )
 
 
 def test_include_reasoning_false_hides_logprobs_and_token_ids():
     """With a parser and include_reasoning false, reasoning, logprobs and token_ids are hidden."""
     b, s = setup(reasoning_parser="qwen3")
     ids = b.tokenizer.encode("<think>secret</think>answer", add_special_tokens=False)
-    body = {"generate_response": {"request_id": "r", "choices": [{"token_ids": ids, "logprobs": lp_content(ids)}]},
-            "chat_request": {"messages": [], "include_reasoning": False, "return_token_ids": True, "logprobs": True}}
+    body = {
+        "generate_response": {
+            "request_id": "r",
+            "choices": [{"token_ids": ids, "logprobs": lp_content(ids)}],
+        },
+        "chat_request": {
+            "messages": [],
+            "include_reasoning": False,
+            "return_token_ids": True,
+            "logprobs": True,
+        },
+    }
     choice = derender.derender_chat(b, s, body)["choices"][0]
     assert choice["message"]["reasoning"] is None and choice["message"]["content"] == "answer"
     assert choice["logprobs"] is None and choice["token_ids"] is None
@@ -144,7 +193,9 @@ def test_validation_errors_are_pydantic_400s():
     b, s = setup()
     for body in ({"generate_response": {"choices": "nope"}}, {"stream": True}, {"generate_responses": []}):
         with pytest.raises(ValidationError):
-            (derender.derender_completion if "generate_responses" in body else derender.derender_chat)(b, s, body)
+            (derender.derender_completion if "generate_responses" in body else derender.derender_chat)(
+                b, s, body
+            )
     with pytest.raises(InvalidRequest):
         derender.derender_chat(b, s, ["not", "an", "object"])
 
@@ -155,7 +206,12 @@ def test_n_choices_with_parser_are_independent():
     b, s = setup(reasoning_parser="qwen3")
     one = b.tokenizer.encode("<think>a</think>first", add_special_tokens=False)
     two = b.tokenizer.encode("<think>b</think>second", add_special_tokens=False)
-    body = {"generate_response": {"request_id": "r", "choices": [{"index": 0, "token_ids": one}, {"index": 1, "token_ids": two}]},
-            "chat_request": {"messages": []}}
+    body = {
+        "generate_response": {
+            "request_id": "r",
+            "choices": [{"index": 0, "token_ids": one}, {"index": 1, "token_ids": two}],
+        },
+        "chat_request": {"messages": []},
+    }
     msgs = [c["message"] for c in derender.derender_chat(b, s, body)["choices"]]
     assert [(m["reasoning"], m["content"]) for m in msgs] == [("a", "first"), ("b", "second")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from derender_helpers import QWEN3, bundle, cuts, split
+from derender_helpers import QWEN3, bundle, cuts, split, stream_body
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,8 +39,12 @@ def reference(text, stops, include):
 
 
 @SETTINGS
-@given(text=st.text(alphabet="abcé日 ", max_size=40), stops=st.lists(st.text(alphabet="abcé日 ", min_size=1, max_size=4), max_size=3),
-       sizes=cuts, include=st.booleans())
+@given(
+    text=st.text(alphabet="abcé日 ", max_size=40),
+    stops=st.lists(st.text(alphabet="abcé日 ", min_size=1, max_size=4), max_size=3),
+    sizes=cuts,
+    include=st.booleans(),
+)
 def test_stop_strings_any_split_equals_whole(text, stops, sizes, include):
     """For any text, stop list and split, the streamed output equals the whole-text cut and the
     reported stop string is the earliest-ending match."""
@@ -63,8 +67,7 @@ def chat_stream(b, s, ids, chat_request, first_extra=None):
     state, responses = None, []
     for i, t in enumerate(ids):
         fin = "stop" if i == len(ids) - 1 else None
-        body = {"stream": True, "generate_chunk": {"request_id": "r1", "choices": [{"index": 0, "token_ids": [t], "finish_reason": fin}]},
-                "stream_state": state}
+        body = stream_body([t], state, finish=fin, request_id="r1")
         if state is None:
             body["chat_request"] = chat_request
             body.update(first_extra or {})
@@ -100,8 +103,13 @@ def test_br14_batch_and_include_stop_str():
     s = Settings(model=b.root)
     ids = b.tokenizer.encode("alpha beta gamma delta", add_special_tokens=False)
     for include, want in ((False, "alpha "), (True, "alpha beta gamma")):
-        body = {"generate_response": {"request_id": "r", "choices": [{"token_ids": ids, "finish_reason": "length"}]},
-                "chat_request": {"messages": [], "stop": "beta gamma", "include_stop_str_in_output": include}}
+        body = {
+            "generate_response": {
+                "request_id": "r",
+                "choices": [{"token_ids": ids, "finish_reason": "length"}],
+            },
+            "chat_request": {"messages": [], "stop": "beta gamma", "include_stop_str_in_output": include},
+        }
         choice = derender.derender_chat(b, s, body)["choices"][0]
         assert choice["message"]["content"] == want
         assert (choice["finish_reason"], choice["stop_reason"]) == ("stop", "beta gamma")
@@ -112,9 +120,13 @@ def test_min_tokens_exempts_early_text():
     b = bundle(QWEN3)
     s = Settings(model=b.root)
     ids = b.tokenizer.encode("stop now and stop later", add_special_tokens=False)
-    body = {"generate_response": {"request_id": "r", "choices": [{"token_ids": ids, "finish_reason": "length"}]},
-            "completion_request": {"stop": ["stop"], "min_tokens": 2}}
-    choice = derender.derender_completion(b, s, {**body, "generate_responses": [body.pop("generate_response")]})["choices"][0]
+    body = {
+        "generate_response": {"request_id": "r", "choices": [{"token_ids": ids, "finish_reason": "length"}]},
+        "completion_request": {"stop": ["stop"], "min_tokens": 2},
+    }
+    choice = derender.derender_completion(
+        b, s, {**body, "generate_responses": [body.pop("generate_response")]}
+    )["choices"][0]
     assert choice["text"] == "stop now and " and choice["stop_reason"] == "stop"
 
 
@@ -126,14 +138,24 @@ def test_stream_equals_batch_with_stops(sizes, min_tokens, include):
     b = bundle(QWEN3)
     s = Settings(model=b.root)
     ids = b.tokenizer.encode("one two 日本 three two one", add_special_tokens=False) + [151645]
-    req = {"stop": ["two", "本 th"], "min_tokens": min_tokens, "include_stop_str_in_output": include, "skip_special_tokens": False}
-    batch = derender.derender_completion(b, s, {"generate_responses": [{"request_id": "r", "choices": [{"token_ids": ids}]}],
-                                                 "completion_request": req})["choices"][0]
+    req = {
+        "stop": ["two", "本 th"],
+        "min_tokens": min_tokens,
+        "include_stop_str_in_output": include,
+        "skip_special_tokens": False,
+    }
+    batch = derender.derender_completion(
+        b,
+        s,
+        {
+            "generate_responses": [{"request_id": "r", "choices": [{"token_ids": ids}]}],
+            "completion_request": req,
+        },
+    )["choices"][0]
     state, text, finish = None, "", None
     chunks = list(split(ids, sizes))
     for i, chunk in enumerate(chunks):
-        body = {"stream": True, "stream_state": state, "generate_chunk": {"request_id": "r", "choices": [
-            {"index": 0, "token_ids": chunk, "finish_reason": "stop" if i == len(chunks) - 1 else None}]}}
+        body = stream_body(chunk, state, finish="stop" if i == len(chunks) - 1 else None)
         if state is None:
             body["completion_request"] = req
         r = derender.derender_completion(b, s, body)
@@ -150,8 +172,10 @@ def test_eos_dropped_from_text_but_counted():
     b = bundle(QWEN3)
     s = Settings(model=b.root)
     ids = b.tokenizer.encode("hi", add_special_tokens=False) + [b.tokenizer.eos_token_id]
-    body = {"generate_response": {"request_id": "r", "choices": [{"token_ids": ids}]},
-            "chat_request": {"messages": [], "skip_special_tokens": False}}
+    body = {
+        "generate_response": {"request_id": "r", "choices": [{"token_ids": ids}]},
+        "chat_request": {"messages": [], "skip_special_tokens": False},
+    }
     out = derender.derender_chat(b, s, body)
     assert out["choices"][0]["message"]["content"] == "hi"
     assert out["usage"]["completion_tokens"] == len(ids)
@@ -163,7 +187,9 @@ def test_request_stop_token_id_reported():
     s = Settings(model=b.root)
     stop_id = b.tokenizer.encode("!", add_special_tokens=False)[0]
     ids = b.tokenizer.encode("hi", add_special_tokens=False) + [stop_id]
-    body = {"generate_response": {"request_id": "r", "choices": [{"token_ids": ids}]},
-            "chat_request": {"messages": [], "stop_token_ids": [stop_id]}}
+    body = {
+        "generate_response": {"request_id": "r", "choices": [{"token_ids": ids}]},
+        "chat_request": {"messages": [], "stop_token_ids": [stop_id]},
+    }
     choice = derender.derender_chat(b, s, body)["choices"][0]
     assert choice["message"]["content"] == "hi" and choice["stop_reason"] == stop_id

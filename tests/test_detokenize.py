@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from derender_helpers import MODEL_NAMES, QWEN3, bundle, cuts, split, texts
+from derender_helpers import MODEL_NAMES, QWEN3, bundle, byte_token_ids, cuts, split, stream_body, texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -11,7 +11,9 @@ from render_service import detokenize
 from render_service.detokenize import DetokState, detokenizer_for
 
 FFFD = "\ufffd"
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def stream(detok, ids, sizes, drop=frozenset()):
@@ -75,13 +77,6 @@ def test_window_fallback_law(text, sizes):
     assert widest <= 2 * detokenize.MAX_HELD_IDS
 
 
-def byte_token_ids(tok, data: bytes):
-    """The single-byte token id of each byte (byte-level vocab)."""
-    inverse = {v: k for k, v in detokenize.gpt2_byte_decoder().items()}
-    vocab = tok.get_vocab()
-    return [vocab[inverse[b]] for b in data]
-
-
 def one_by_one(detok, ids, drop=frozenset()):
     """Deltas of one-token steps, without the flush."""
     state, out = DetokState(), []
@@ -129,7 +124,12 @@ def test_br11_no_spaces_around_added_tokens():
     b = bundle(QWEN3)
     tok = b.tokenizer
     think, end = tok.convert_tokens_to_ids(["<think>", "</think>"])
-    ids = [think, *tok.encode("ok", add_special_tokens=False), end, *tok.encode("1", add_special_tokens=False)]
+    ids = [
+        think,
+        *tok.encode("ok", add_special_tokens=False),
+        end,
+        *tok.encode("1", add_special_tokens=False),
+    ]
     deltas, _ = stream(detokenizer_for(tok), ids, [1] * len(ids), b.special_token_ids)
     assert "".join(deltas) == "<think>ok</think>1"
 
@@ -156,8 +156,7 @@ def test_br05_prompt_ending_mid_utf8_never_leaks():
     output = pepper[2:] + tok.encode(" hot", add_special_tokens=False)
     s, state, deltas = Settings(model=b.root), None, []
     for t in output:
-        body = {"stream": True, "stream_state": state, "prompt_token_ids": prompt,
-                "generate_chunk": {"request_id": "cmpl-1", "choices": [{"index": 0, "token_ids": [t]}]}}
+        body = {**stream_body([t], state, request_id="cmpl-1"), "prompt_token_ids": prompt}
         r = derender.derender_completion(b, s, body)
         state = r["stream_state"]
         deltas.append(r["chunk"]["choices"][0]["text"])

@@ -16,11 +16,24 @@ from derender_helpers import QWEN3, bundle
 
 from render_service.testing.engine import create_engine_app, serve_in_thread
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
-ANSWER = ('<think>\nThe user wants the weather in 日本 😀.\n</think>\n\nLet me check.'
-          '<tool_call>\n{"name": "get_weather", "arguments": {"city": "東京"}}\n</tool_call>\n'
-          '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n</tool_call><|im_end|>')
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+]
+ANSWER = (
+    "<think>\nThe user wants the weather in 日本 😀.\n</think>\n\nLet me check."
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "東京"}}\n</tool_call>\n'
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n</tool_call><|im_end|>'
+)
 TEXT_ANSWER = "Voilà: 日本語のテキスト 👩‍👩‍👧 and then END here, more text.<|im_end|>"
 
 
@@ -42,7 +55,12 @@ def engine():
 
 @pytest.fixture(scope="module")
 def service(serve):
-    return serve(model=model_dir(QWEN3), reasoning_parser="qwen3", tool_call_parser="hermes", enable_auto_tool_choice=True)
+    return serve(
+        model=model_dir(QWEN3),
+        reasoning_parser="qwen3",
+        tool_call_parser="hermes",
+        enable_auto_tool_choice=True,
+    )
 
 
 def render(service, chat):
@@ -104,15 +122,19 @@ def test_batch_think_text_two_tool_calls(service, engine):
     chat = {"messages": [{"role": "user", "content": "weather in Tokyo and Zurich?"}], "tools": TOOLS}
     gen_request = render(service, chat)
     gen = engine.post("/inference/v1/generate", json=gen_request).json()
-    r = service.post("/v1/chat/completions/derender",
-                     json={"generate_response": gen, "chat_request": chat, "prompt_token_ids": gen_request["token_ids"]})
+    r = service.post(
+        "/v1/chat/completions/derender",
+        json={"generate_response": gen, "chat_request": chat, "prompt_token_ids": gen_request["token_ids"]},
+    )
     assert r.status_code == 200, r.text
     out = r.json()
     msg = out["choices"][0]["message"]
     assert msg["reasoning"] == "\nThe user wants the weather in 日本 😀.\n"
     assert msg["content"] == "\n\nLet me check."
     assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in msg["tool_calls"]] == [
-        ("get_weather", {"city": "東京"}), ("get_weather", {"city": "Zürich"})]
+        ("get_weather", {"city": "東京"}),
+        ("get_weather", {"city": "Zürich"}),
+    ]
     assert all(c["id"].startswith("chatcmpl-tool-") for c in msg["tool_calls"])
     assert out["choices"][0]["finish_reason"] == "tool_calls"
     assert out["usage"]["prompt_tokens"] == len(gen_request["token_ids"])
@@ -125,14 +147,18 @@ def test_stream_one_token_per_chunk_equals_batch(service, engine):
     chat = {"messages": [{"role": "user", "content": "weather in Tokyo and Zurich?"}], "tools": TOOLS}
     gen_request = render(service, {**chat, "stream": True})
     gen = engine.post("/inference/v1/generate", json={**gen_request, "stream": False}).json()
-    batch = service.post("/v1/chat/completions/derender",
-                         json={"generate_response": gen, "chat_request": chat, "prompt_token_ids": gen_request["token_ids"]}).json()
+    batch = service.post(
+        "/v1/chat/completions/derender",
+        json={"generate_response": gen, "chat_request": chat, "prompt_token_ids": gen_request["token_ids"]},
+    ).json()
     chunks, stops = run_stream(service, engine, chat, gen_request)
     content, reasoning, calls, finish = joined(chunks)
     msg = batch["choices"][0]["message"]
     assert content == msg["content"] and reasoning == msg["reasoning"]
-    assert calls == [{"id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
-                     for c in msg["tool_calls"]]
+    assert calls == [
+        {"id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+        for c in msg["tool_calls"]
+    ]
     assert finish == "tool_calls" and not any(stops)
     roles = [c["delta"]["role"] for ch in chunks for c in ch["choices"]]
     assert roles[0] == "assistant" and set(roles[1:]) == {None}
@@ -141,7 +167,10 @@ def test_stream_one_token_per_chunk_equals_batch(service, engine):
 def test_stream_multibyte_split_across_chunks(service, engine):
     """Multi-byte characters split over one-token chunks arrive whole (no U+FFFD) and the
     content equals the engine output's decode without the EOS."""
-    chat = {"messages": [{"role": "user", "content": "some text please"}], "chat_template_kwargs": {"enable_thinking": False}}
+    chat = {
+        "messages": [{"role": "user", "content": "some text please"}],
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
     chunks, _ = run_stream(service, engine, chat)
     content, reasoning, calls, finish = joined(chunks)
     assert content == TEXT_ANSWER.removesuffix("<|im_end|>")
@@ -151,7 +180,11 @@ def test_stream_multibyte_split_across_chunks(service, engine):
 def test_stream_stop_string(service, engine):
     """A stop string (kept out of the engine request by render) ends the stream at the string:
     finish_reason stop, stop_reason the string, stop_generation true; batch agrees."""
-    chat = {"messages": [{"role": "user", "content": "some text please"}], "chat_template_kwargs": {"enable_thinking": False}, "stop": ["END here"]}
+    chat = {
+        "messages": [{"role": "user", "content": "some text please"}],
+        "chat_template_kwargs": {"enable_thinking": False},
+        "stop": ["END here"],
+    }
     gen_request = render(service, chat)
     assert not gen_request["sampling_params"].get("stop")
     chunks, stops = run_stream(service, engine, chat)
@@ -160,7 +193,9 @@ def test_stream_stop_string(service, engine):
     last = chunks[-1]["choices"][0]
     assert stops[-1] and (last["finish_reason"], last["stop_reason"]) == ("stop", "END here")
     gen = engine.post("/inference/v1/generate", json=gen_request).json()
-    batch = service.post("/v1/chat/completions/derender", json={"generate_response": gen, "chat_request": chat}).json()
+    batch = service.post(
+        "/v1/chat/completions/derender", json={"generate_response": gen, "chat_request": chat}
+    ).json()
     assert batch["choices"][0]["message"]["content"] == content
 
 
@@ -170,13 +205,48 @@ def test_errors_over_http(service):
     gen = {"request_id": "r", "choices": [{"index": 0, "token_ids": [9707]}]}
     cases = [
         ({"generate_response": gen}, 400, "chat_request is required"),
-        ({"stream": True, "generate_chunk": {"choices": [{"index": 0, "token_ids": [1]}, {"index": 1, "token_ids": [2]}]},
-          "chat_request": {"messages": []}}, 400, "at most one choice"),
-        ({"generate_response": {"choices": [{"index": 0, "token_ids": []}]}, "chat_request": {"messages": []}}, 400, "empty or null token_ids"),
-        ({"stream": True, "generate_chunk": gen, "stream_state": "1j.bm90IGpzb24"}, 400, "invalid stream_state"),
-        ({"generate_response": {"choices": [{"token_ids": [1] * 50000}]}, "chat_request": {"messages": []}}, 400, "max_model_len"),
-        ({"model": "nope", "generate_response": gen, "chat_request": {"messages": []}}, 404, "does not exist"),
-        ({"generate_response": {"output_mode": "text", "choices": [{"token_ids": [1]}]}}, 400, "validation error"),
+        (
+            {
+                "stream": True,
+                "generate_chunk": {
+                    "choices": [{"index": 0, "token_ids": [1]}, {"index": 1, "token_ids": [2]}]
+                },
+                "chat_request": {"messages": []},
+            },
+            400,
+            "at most one choice",
+        ),
+        (
+            {
+                "generate_response": {"choices": [{"index": 0, "token_ids": []}]},
+                "chat_request": {"messages": []},
+            },
+            400,
+            "empty or null token_ids",
+        ),
+        (
+            {"stream": True, "generate_chunk": gen, "stream_state": "1j.bm90IGpzb24"},
+            400,
+            "invalid stream_state",
+        ),
+        (
+            {
+                "generate_response": {"choices": [{"token_ids": [1] * 50000}]},
+                "chat_request": {"messages": []},
+            },
+            400,
+            "max_model_len",
+        ),
+        (
+            {"model": "nope", "generate_response": gen, "chat_request": {"messages": []}},
+            404,
+            "does not exist",
+        ),
+        (
+            {"generate_response": {"output_mode": "text", "choices": [{"token_ids": [1]}]}},
+            400,
+            "validation error",
+        ),
     ]
     for body, status, message in cases:
         r = service.post("/v1/chat/completions/derender", json=body)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conftest import shared_path
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from render_helpers import MODEL_FOLDERS, assert_tokens_eq, bundle_for, pin_clock, reference_ids, settings_for
 
-from conftest import shared_path
 from render_service import messages, render
 from render_service.errors import TemplateRenderError
 from render_service.protocol.chat import ChatCompletionRequest

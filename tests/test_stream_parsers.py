@@ -10,7 +10,7 @@ import functools
 import json
 
 import pytest
-from derender_helpers import QWEN3, bundle, split
+from derender_helpers import QWEN3, bundle, split, stream_body
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,19 +18,34 @@ from render_service import derender
 from render_service.errors import InvalidRequest
 from render_service.settings import Settings
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 MESSAGES = [{"role": "user", "content": "weather?"}]
 FFFD = "\ufffd"
-words = st.lists(st.sampled_from(["The", " user", " 日本", "😀", " 삼겹살", " é", "\n", " {", "}", " <", "think", "a\u0301"]),
-                 max_size=8).map("".join)
+words = st.lists(
+    st.sampled_from(
+        ["The", " user", " 日本", "😀", " 삼겹살", " é", "\n", " {", "}", " <", "think", "a\u0301"]
+    ),
+    max_size=8,
+).map("".join)
 
 
 @functools.cache
 def setup():
     """(bundle, settings, prompt ids) for Qwen3 with --reasoning-parser qwen3 --tool-call-parser hermes."""
-    s = Settings(model=bundle(QWEN3).root, reasoning_parser="qwen3", tool_call_parser="hermes",
-                 enable_auto_tool_choice=True)
+    s = Settings(
+        model=bundle(QWEN3).root,
+        reasoning_parser="qwen3",
+        tool_call_parser="hermes",
+        enable_auto_tool_choice=True,
+    )
     b = bundle(QWEN3)
     enc = b.tokenizer.apply_chat_template(MESSAGES, tools=TOOLS, add_generation_prompt=True, tokenize=True)
     prompt = list(enc["input_ids"]) if not isinstance(enc, list) else enc
@@ -38,16 +53,26 @@ def setup():
 
 
 def output_text(think, text, cities):
-    calls = "".join(f'<tool_call>\n{{"name": "get_weather", "arguments": {json.dumps({"city": c}, ensure_ascii=False)}}}\n</tool_call>\n'
-                    for c in cities)
+    calls = "".join(
+        '<tool_call>\n{"name": "get_weather", "arguments": '
+        + json.dumps({"city": c}, ensure_ascii=False)
+        + "}\n</tool_call>\n"
+        for c in cities
+    )
     head = f"<think>\n{think}\n</think>\n\n" if think is not None else ""
     return head + text + calls + "<|im_end|>"
 
 
 def batch(ids, chat, finish="stop"):
     b, s, prompt = setup()
-    body = {"generate_response": {"request_id": "chatcmpl-r1", "choices": [{"index": 0, "token_ids": ids, "finish_reason": finish}]},
-            "chat_request": chat, "prompt_token_ids": prompt}
+    body = {
+        "generate_response": {
+            "request_id": "chatcmpl-r1",
+            "choices": [{"index": 0, "token_ids": ids, "finish_reason": finish}],
+        },
+        "chat_request": chat,
+        "prompt_token_ids": prompt,
+    }
     return derender.derender_chat(b, s, body)["choices"][0]
 
 
@@ -58,8 +83,8 @@ def stream(ids, sizes, chat, finish="stop"):
     state, content, reasoning, calls, finish_reason, deltas, sizes_seen = None, "", "", {}, None, [], []
     chunks = list(split(ids, sizes))
     for i, chunk in enumerate(chunks):
-        body = {"stream": True, "stream_state": state, "generate_chunk": {"request_id": "chatcmpl-r1", "choices": [
-            {"index": 0, "token_ids": chunk, "finish_reason": finish if i == len(chunks) - 1 else None}]}}
+        last = i == len(chunks) - 1
+        body = stream_body(chunk, state, finish=finish if last else None, request_id="chatcmpl-r1")
         if state is None:
             body.update(chat_request=chat, prompt_token_ids=prompt)
         r = derender.derender_chat(b, s, json.loads(json.dumps(body)))
@@ -81,22 +106,35 @@ def stream(ids, sizes, chat, finish="stop"):
 
 
 def as_batch_calls(choice):
-    return {i: [tc["id"], tc["function"]["name"], tc["function"]["arguments"]]
-            for i, tc in enumerate(choice["message"].get("tool_calls", []))}
+    return {
+        i: [tc["id"], tc["function"]["name"], tc["function"]["arguments"]]
+        for i, tc in enumerate(choice["message"].get("tool_calls", []))
+    }
 
 
 @settings(max_examples=60, deadline=None)
-@given(think=st.one_of(st.none(), words), text=words, cities=st.lists(st.sampled_from(["Paris", "東京", "Zürich 😀"]), max_size=2),
-       sizes=st.lists(st.integers(1, 7), max_size=60), parallel=st.booleans(), include_reasoning=st.booleans(),
-       stop=st.lists(st.sampled_from(["user", "日本", "Zürich", "</tool_call>", "\n\n"]), max_size=2))
+@given(
+    think=st.one_of(st.none(), words),
+    text=words,
+    cities=st.lists(st.sampled_from(["Paris", "東京", "Zürich 😀"]), max_size=2),
+    sizes=st.lists(st.integers(1, 7), max_size=60),
+    parallel=st.booleans(),
+    include_reasoning=st.booleans(),
+    stop=st.lists(st.sampled_from(["user", "日本", "Zürich", "</tool_call>", "\n\n"]), max_size=2),
+)
 def test_stream_equals_batch_any_split(think, text, cities, sizes, parallel, include_reasoning, stop):
     """Joined streamed deltas equal batch derender (content, reasoning, each tool call's id, name,
     arguments, finish_reason) for any split, with or without stop strings; no U+FFFD appears;
     role comes once, first."""
     b, _, _ = setup()
     ids = b.tokenizer.encode(output_text(think, text, cities), add_special_tokens=False)
-    chat = {"messages": MESSAGES, "tools": TOOLS, "parallel_tool_calls": parallel, "include_reasoning": include_reasoning,
-            "stop": stop}
+    chat = {
+        "messages": MESSAGES,
+        "tools": TOOLS,
+        "parallel_tool_calls": parallel,
+        "include_reasoning": include_reasoning,
+        "stop": stop,
+    }
     want = batch(ids, chat)
     content, reasoning, calls, finish, deltas, _ = stream(ids, sizes, chat)
     assert content == (want["message"]["content"] or "")
@@ -148,22 +186,30 @@ def test_state_size_does_not_grow_with_output():
     assert max(sizes[1000:]) <= max(sizes[10:30]) + 8
 
 
-@pytest.mark.parametrize("tool_choice, output, finish", [
-    ({"type": "function", "function": {"name": "get_weather"}}, '{"city": "Paris"}', "stop"),
-    ("required", '[{"name": "get_weather", "parameters": {"city": "Paris"}}]', "tool_calls"),
-])
+@pytest.mark.parametrize(
+    "tool_choice, output, finish",
+    [
+        ({"type": "function", "function": {"name": "get_weather"}}, '{"city": "Paris"}', "stop"),
+        ("required", '[{"name": "get_weather", "parameters": {"city": "Paris"}}]', "tool_calls"),
+    ],
+)
 def test_named_and_required_tool_choice(tool_choice, output, finish):
     """Named tool_choice: the output is the arguments, finish_reason stays 'stop' (OpenAI);
     required: a JSON list of calls, finish_reason 'tool_calls'; content is '' in both; the
     stream (one token per chunk) agrees with batch."""
     b, _, _ = setup()
     ids = b.tokenizer.encode(output + "<|im_end|>", add_special_tokens=False)
-    chat = {"messages": MESSAGES, "tools": TOOLS, "tool_choice": tool_choice,
-            "chat_template_kwargs": {"enable_thinking": False}}
+    chat = {
+        "messages": MESSAGES,
+        "tools": TOOLS,
+        "tool_choice": tool_choice,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
     want = batch(ids, chat)
     assert want["message"]["content"] == "" and want["finish_reason"] == finish
-    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in want["message"]["tool_calls"]] == [
-        ("get_weather", {"city": "Paris"})]
+    assert [
+        (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in want["message"]["tool_calls"]
+    ] == [("get_weather", {"city": "Paris"})]
     content, _, calls, got_finish, _, _ = stream(ids, [1] * len(ids), chat)
     assert calls == as_batch_calls(want) and got_finish == finish and content == ""
 

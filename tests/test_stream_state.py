@@ -51,8 +51,20 @@ def test_forged_unsigned_body_rejected_when_keys_configured():
         decode_state("1j." + body, FP, ("k",))
 
 
-@pytest.mark.parametrize("token", ["", "garbage", "2j.e30", "1j.!!!", "1z.AAAA", "1j.e30", 5, {"prev_tokens": []},
-                                   "1j." + base64.urlsafe_b64encode(b'{"cfg":"x","zzz":1}').decode()])
+@pytest.mark.parametrize(
+    "token",
+    [
+        "",
+        "garbage",
+        "2j.e30",
+        "1j.!!!",
+        "1z.AAAA",
+        "1j.e30",
+        5,
+        {"prev_tokens": []},
+        "1j." + base64.urlsafe_b64encode(b'{"cfg":"x","zzz":1}').decode(),
+    ],
+)
 def test_malformed_states_are_invalid(token):
     """Malformed text, wrong version, bad base64/zlib, missing or unknown keys, or an upstream
     object-shaped state: all InvalidStreamState."""
@@ -71,9 +83,12 @@ def test_fingerprint_tracks_parser_settings():
     b = bundle(QWEN3)
     base = Settings(model=b.root)
     assert config_fingerprint(b, base) == config_fingerprint(b, Settings(model=b.root, port=9))
-    assert config_fingerprint(b, base) != config_fingerprint(b, Settings(model=b.root, reasoning_parser="qwen3"))
     assert config_fingerprint(b, base) != config_fingerprint(
-        b, Settings(model=b.root, default_chat_template_kwargs={"enable_thinking": False}))
+        b, Settings(model=b.root, reasoning_parser="qwen3")
+    )
+    assert config_fingerprint(b, base) != config_fingerprint(
+        b, Settings(model=b.root, default_chat_template_kwargs={"enable_thinking": False})
+    )
 
 
 def test_signed_server_rejects_unsigned_state_through_derender():
@@ -84,7 +99,11 @@ def test_signed_server_rejects_unsigned_state_through_derender():
     ids = b.tokenizer.encode("hello there", add_special_tokens=False)
     first = {"stream": True, "generate_chunk": {"request_id": "r", "choices": [{"token_ids": ids[:1]}]}}
     token = derender.derender_chat(b, plain, first)["stream_state"]
-    nxt = {"stream": True, "stream_state": token, "generate_chunk": {"request_id": "r", "choices": [{"token_ids": ids[1:]}]}}
+    nxt = {
+        "stream": True,
+        "stream_state": token,
+        "generate_chunk": {"request_id": "r", "choices": [{"token_ids": ids[1:]}]},
+    }
     with pytest.raises(InvalidStreamState):
         derender.derender_chat(b, signed, nxt)
     nxt["stream_state"] = derender.derender_chat(b, signed, first)["stream_state"]

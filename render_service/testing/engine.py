@@ -31,6 +31,8 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
+from ..derender_requests import usage_block
+
 Script = Sequence[Sequence[int] | str] | Callable[[dict[str, Any]], Sequence[Sequence[int]]]
 
 STOP_REFUSED = (
@@ -57,17 +59,26 @@ def _logprobs(ids: Sequence[int], k: int | None) -> dict[str, Any] | None:
 
 
 def _choice(index: int, ids: Sequence[int], finish: str | None, k: int | None) -> dict[str, Any]:
-    return {"index": index, "finish_reason": finish, "stop_reason": None, "token_ids": list(ids),
-            "routed_experts": None, "sampling_mask": None, "weight_versions": None, "logprobs": _logprobs(ids, k)}
+    return {
+        "index": index,
+        "finish_reason": finish,
+        "stop_reason": None,
+        "token_ids": list(ids),
+        "routed_experts": None,
+        "sampling_mask": None,
+        "weight_versions": None,
+        "logprobs": _logprobs(ids, k),
+    }
 
 
-def _usage(prompt: int, completion: int) -> dict[str, Any]:
-    return {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
-            "prompt_tokens_details": None, "completion_tokens_details": None}
-
-
-def _events(rid: str, outs: list[list[int]], finishes: list[str], size: int, k: int | None,
-            usage: dict[str, Any] | None) -> Iterator[bytes]:
+def _events(
+    rid: str,
+    outs: list[list[int]],
+    finishes: list[str],
+    size: int,
+    k: int | None,
+    usage: dict[str, Any] | None,
+) -> Iterator[bytes]:
     pos = [0] * len(outs)
     while any(p < len(o) for p, o in zip(pos, outs, strict=True)):
         for i, out in enumerate(outs):
@@ -75,15 +86,25 @@ def _events(rid: str, outs: list[list[int]], finishes: list[str], size: int, k: 
                 continue
             piece, pos[i] = out[pos[i] : pos[i] + size], pos[i] + size
             finish = finishes[i] if pos[i] >= len(out) else None
-            event = {"request_id": rid, "usage": None, "output_mode": "tokens",
-                     "choices": [_choice(i, piece, finish, k)]}
+            event = {
+                "request_id": rid,
+                "usage": None,
+                "output_mode": "tokens",
+                "choices": [_choice(i, piece, finish, k)],
+            }
             yield b"data: " + orjson.dumps(event) + b"\n\n"
     if usage is not None:
-        yield b"data: " + orjson.dumps({"request_id": rid, "usage": usage, "output_mode": "tokens", "choices": []}) + b"\n\n"
+        yield (
+            b"data: "
+            + orjson.dumps({"request_id": rid, "usage": usage, "output_mode": "tokens", "choices": []})
+            + b"\n\n"
+        )
     yield b"data: [DONE]\n\n"
 
 
-def create_engine_app(script: Script, *, tokenizer: Any = None, model: str = "scripted", chunk_size: int = 1) -> FastAPI:
+def create_engine_app(
+    script: Script, *, tokenizer: Any = None, model: str = "scripted", chunk_size: int = 1
+) -> FastAPI:
     """The engine app. ``tokenizer`` is needed only when the script holds texts."""
     app = FastAPI(title="scripted tokens-only engine")
     app.state.requests = []
@@ -101,15 +122,25 @@ def create_engine_app(script: Script, *, tokenizer: Any = None, model: str = "sc
         finishes = ["length" if limit is not None and len(o) > limit else "stop" for o in outs]
         outs = [o[:limit] if limit is not None else o for o in outs]
         k, rid = params.get("logprobs"), f"generate-tokens-{body.get('request_id', '')}"
-        usage = _usage(len(body["token_ids"]), sum(len(o) for o in outs))
+        usage = usage_block(len(body["token_ids"]), sum(len(o) for o in outs))
         if body.get("stream"):
             want_usage = (body.get("stream_options") or {}).get("include_usage")
             events = _events(rid, outs, finishes, chunk_size, k, usage if want_usage else None)
             return StreamingResponse(events, media_type="text/event-stream")
-        result = {"request_id": rid, "model": model, "created": int(time.time()), "usage": usage,
-                  "prompt_logprobs": None, "prompt_token_ids": body["token_ids"] if body.get("return_token_ids") else None,
-                  "mm_placeholders": None, "metrics": None, "kv_transfer_params": None, "ec_transfer_params": None,
-                  "output_mode": "tokens", "choices": [_choice(i, o, f, k) for i, (o, f) in enumerate(zip(outs, finishes, strict=True))]}
+        result = {
+            "request_id": rid,
+            "model": model,
+            "created": int(time.time()),
+            "usage": usage,
+            "prompt_logprobs": None,
+            "prompt_token_ids": body["token_ids"] if body.get("return_token_ids") else None,
+            "mm_placeholders": None,
+            "metrics": None,
+            "kv_transfer_params": None,
+            "ec_transfer_params": None,
+            "output_mode": "tokens",
+            "choices": [_choice(i, o, f, k) for i, (o, f) in enumerate(zip(outs, finishes, strict=True))],
+        }
         return Response(orjson.dumps(result), media_type="application/json")
 
     return app
