@@ -193,3 +193,19 @@ def test_request_stop_token_id_reported():
     }
     choice = derender.derender_chat(b, s, body)["choices"][0]
     assert choice["message"]["content"] == "hi" and choice["stop_reason"] == stop_id
+
+
+def test_finish_only_chunk_flushes_holdback_and_parser():
+    """Text held back as a possible stop-string start (and the parser's held partial marker) is
+    released by a finish-only chunk (no token ids), with finish_reason set."""
+    b = bundle(QWEN3)
+    s = Settings(model=b.root, reasoning_parser="qwen3")
+    ids = b.tokenizer.encode("</think>answer xy", add_special_tokens=False)
+    chat = {"messages": [], "stop": ["xyz"]}
+    first = {**stream_body(ids, None), "chat_request": chat}
+    r1 = derender.derender_chat(b, s, first)
+    assert r1["chunk"]["choices"][0]["delta"]["content"] == "answer "
+    r2 = derender.derender_chat(b, s, stream_body([], r1["stream_state"], finish="length"))
+    choice = r2["chunk"]["choices"][0]
+    assert (choice["delta"]["content"], choice["finish_reason"]) == ("xy", "length")
+    assert not r2["stop_generation"]
