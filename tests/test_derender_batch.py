@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from derender_helpers import QWEN3, bundle, byte_token_ids, stream_body
+from derender_helpers import QWEN3, bundle, byte_token_ids, cuts, split, stream_body
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from render_service import derender
@@ -215,3 +217,27 @@ def test_n_choices_with_parser_are_independent():
     }
     msgs = [c["message"] for c in derender.derender_chat(b, s, body)["choices"]]
     assert [(m["reasoning"], m["content"]) for m in msgs] == [("a", "first"), ("b", "second")]
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=cuts, k=st.integers(0, 3))
+def test_completion_logprobs_stream_equals_batch(sizes, k):
+    """Completions logprobs streamed in any split (state serialised between calls) equal the
+    batch ones: tokens, token_logprobs, top_logprobs and absolute text_offset."""
+    b, s = setup()
+    ids = b.tokenizer.encode("Grüße aus 東京 😀!", add_special_tokens=False)
+    req = {"prompt": "x", "logprobs": k}
+    gen = {"request_id": "c", "choices": [{"token_ids": ids, "logprobs": lp_content(ids, 4)}]}
+    want = derender.derender_completion(b, s, {"generate_responses": [gen], "completion_request": req})
+    want_lp = want["choices"][0]["logprobs"]
+    got = {key: [] for key in want_lp}
+    state = None
+    for chunk in split(ids, sizes):
+        body = stream_body(chunk, state, request_id="c", logprobs=lp_content(chunk, 4))
+        if state is None:
+            body["completion_request"] = req
+        r = derender.derender_completion(b, s, body)
+        state = r["stream_state"]
+        for key, values in r["chunk"]["choices"][0]["logprobs"].items():
+            got[key] += values
+    assert got == want_lp
