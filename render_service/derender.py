@@ -5,7 +5,11 @@ Entry points (each takes the loaded bundle, the settings and the parsed JSON bod
 * ``derender_chat(bundle, settings, body)``: ``ChatCompletionResponse`` when ``stream`` is
   false, ``{"chunk": ChatCompletionStreamResponse, "stream_state": str, "stop_generation":
   bool}`` when true.
-* ``derender_completion(bundle, settings, body)``: the completions analogue.
+* ``derender_completion(bundle, settings, body)``: the completions analogue
+  (:mod:`render_service.derender_completions`).
+
+Both run the per-choice pipeline of :mod:`render_service.pipeline`; request checks, the initial
+state and the streaming step live in :mod:`render_service.derender_requests`.
 
 Streaming contract (differs from vLLM 0.33 where it is better):
 
