@@ -33,6 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep `stop` in rendered sampling_params (engines that detokenize)")
     serve.add_argument("--renderer-num-workers", type=int, default=1)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--trust-request-chat-template", action="store_true",
+                       help="accept a request's own chat_template")
+    serve.add_argument("--exclude-tools-when-tool-choice-none", action="store_true")
+    serve.add_argument("--chat-template-content-format", default="auto", choices=("auto", "string", "openai"))
+    serve.add_argument("--template-max-seconds", type=float, default=5.0,
+                       help="time budget for rendering one chat template (over budget: 400)")
+    serve.add_argument("--template-max-chars", type=int, default=8_000_000,
+                       help="size budget of one rendered prompt in characters (over budget: 400)")
     return parser
 
 
@@ -55,6 +63,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         keep_stop_strings=args.keep_stop_strings,
         generation_config=args.generation_config,
         renderer_num_workers=args.renderer_num_workers,
+        trust_request_chat_template=args.trust_request_chat_template,
+        exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
+        chat_template_content_format=args.chat_template_content_format,
+        template_max_seconds=args.template_max_seconds,
+        template_max_chars=args.template_max_chars,
     )
 
 

@@ -40,6 +40,18 @@ class Settings:
             ignores them (``--generation-config``).
         renderer_num_workers: worker processes/threads for CPU work
             (``--renderer-num-workers``).
+        trust_request_chat_template: accept a request's own ``chat_template``
+            (``--trust-request-chat-template``); refused with 400 otherwise.
+        exclude_tools_when_tool_choice_none: hide ``tools`` from the template when
+            ``tool_choice`` is ``"none"`` (``--exclude-tools-when-tool-choice-none``).
+        chat_template_content_format: ``auto`` (detect from the template), ``string`` or
+            ``openai`` (``--chat-template-content-format``).
+        template_max_seconds: wall-clock budget for rendering one chat template
+            (``--template-max-seconds``); over budget → 400.
+        template_max_chars: size budget of one rendered prompt in characters
+            (``--template-max-chars``); over budget → 400.
+        stream_state_keys: HMAC-SHA256 keys for streaming-derender ``stream_state``; states are
+            signed with the first and accepted under any (rotation); empty = unsigned states.
     """
 
     model: str | None = None
@@ -56,6 +68,12 @@ class Settings:
     keep_stop_strings: bool = False
     generation_config: str = "auto"
     renderer_num_workers: int = 1
+    trust_request_chat_template: bool = False
+    exclude_tools_when_tool_choice_none: bool = False
+    chat_template_content_format: str = "auto"
+    template_max_seconds: float = 5.0
+    template_max_chars: int = 8_000_000
+    stream_state_keys: tuple[str, ...] = ()
 
     @property
     def model_path(self) -> str:
