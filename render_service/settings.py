@@ -38,8 +38,29 @@ class Settings:
             that detokenize); by default they are left out and enforced by derender.
         generation_config: ``"auto"`` applies generation_config.json defaults, ``"vllm"``
             ignores them (``--generation-config``).
-        renderer_num_workers: worker processes/threads for CPU work
-            (``--renderer-num-workers``).
+        renderer_num_workers: worker processes serving the app (``--renderer-num-workers``);
+            each runs its own event loop and thread pool, so throughput scales with cores.
+        renderer_threads: threads per worker process running render/derender work
+            (``--renderer-threads``).
+        max_queued_requests: requests allowed to wait for a thread per process; more → 503
+            (``--max-queued-requests``).
+        queue_timeout: seconds a request may wait for a thread before a 503 (``--queue-timeout``).
+        max_request_body_bytes: request body limit in bytes, Content-Length and streamed → 413
+            (``--max-request-body-bytes``).
+        max_messages, max_tools, max_n: bounds on ``messages``, ``tools`` and ``n`` → 400
+            (``--max-messages``, ``--max-tools``, ``--max-n``).
+        max_stream_state_bytes: bound on the serialized ``stream_state`` → 400
+            (``--max-stream-state-bytes``).
+        api_keys: accepted ``Authorization: Bearer`` keys on ``/v1*`` and ``/inference*``;
+            empty = no auth (``--api-key``, env ``RENDER_SERVICE_API_KEY`` / ``VLLM_API_KEY``).
+        stream_state_keys: HMAC keys for ``stream_state``; the first signs, any verifies
+            (rotation). Empty and not ``allow_unsigned_stream_state`` → the app generates a
+            per-process key at start-up and logs a warning (``--stream-state-key``).
+        allow_unsigned_stream_state: accept and emit unsigned states
+            (``--allow-unsigned-stream-state``); never the default.
+        shutdown_delay: seconds ``/ready`` answers 503 after SIGTERM before the server stops
+            accepting (``--shutdown-delay``), so load balancers drain the replica first.
+        log_format: ``"json"`` (one object per line) or ``"text"`` (``--log-format``).
     """
 
     model: str | None = None
@@ -56,6 +77,19 @@ class Settings:
     keep_stop_strings: bool = False
     generation_config: str = "auto"
     renderer_num_workers: int = 1
+    renderer_threads: int = 4
+    max_queued_requests: int = 256
+    queue_timeout: float = 30.0
+    max_request_body_bytes: int = 32 * 1024 * 1024
+    max_messages: int = 4096
+    max_tools: int = 1024
+    max_n: int = 128
+    max_stream_state_bytes: int = 1024 * 1024
+    api_keys: tuple[str, ...] = ()
+    stream_state_keys: tuple[str, ...] = ()
+    allow_unsigned_stream_state: bool = False
+    shutdown_delay: float = 0.0
+    log_format: str = "json"
 
     @property
     def model_path(self) -> str:
