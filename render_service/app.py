@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from http import HTTPStatus
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,6 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import derender, metrics, openapi_bodies, render
 from .auth import ApiKeyAuth, ensure_stream_state_keys
@@ -121,6 +123,12 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
     async def _validation(_: Request, exc: ValidationError) -> Response:
         message, param = validation_message(exc)
         return json_response(error_body(message, "Bad Request", 400, param), 400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_exception(_: Request, exc: StarletteHTTPException) -> Response:
+        phrase = HTTPStatus(exc.status_code).phrase
+        return json_response(error_body(str(exc.detail), phrase, exc.status_code), exc.status_code,
+                             headers=getattr(exc, "headers", None))
 
     @app.exception_handler(NotImplementedError)
     async def _not_implemented(_: Request, exc: NotImplementedError) -> Response:
