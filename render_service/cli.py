@@ -71,6 +71,8 @@ def add_ops_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--shutdown-delay", type=float, default=d.shutdown_delay,
                        help="seconds /ready answers 503 after SIGTERM before the listener closes")
     serve.add_argument("--log-format", choices=("json", "text"), default=d.log_format)
+    serve.add_argument("--timeout-keep-alive", type=int, default=d.timeout_keep_alive,
+                       help="idle keep-alive seconds; set above the load balancer's idle timeout")
 
 
 #: dest -> extra environment variable names read (after ``RENDER_SERVICE_<DEST>``).
@@ -158,6 +160,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         allow_unsigned_stream_state=args.allow_unsigned_stream_state,
         shutdown_delay=args.shutdown_delay,
         log_format=args.log_format,
+        timeout_keep_alive=args.timeout_keep_alive,
     )
 
 

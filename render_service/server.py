@@ -91,9 +91,10 @@ def serve(settings: Settings, log_level: str = "info") -> int:
     common: dict[str, Any] = {
         "host": settings.host, "port": settings.port, "log_level": log_level, "access_log": False,
         "log_config": uvicorn_log_config(log_level, settings.log_format),
+        "timeout_keep_alive": settings.timeout_keep_alive,
     }
-    # Re-raised by uvicorn after a graceful stop: make SIGTERM exit 0 instead of killing us.
-    signal.signal(signal.SIGTERM, lambda *_: None)
+    # Before uvicorn takes over, and when it re-raises SIGTERM after a graceful stop: exit 0.
+    signal.signal(signal.SIGTERM, _exit_0)
     if settings.renderer_num_workers <= 1:
         from .app import create_app
 
@@ -109,6 +110,10 @@ def serve(settings: Settings, log_level: str = "info") -> int:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
     return 0
+
+
+def _exit_0(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
 
 
 def _metrics_dir() -> str | None:

@@ -61,6 +61,8 @@ class Settings:
         shutdown_delay: seconds ``/ready`` answers 503 after SIGTERM before the server stops
             accepting (``--shutdown-delay``), so load balancers drain the replica first.
         log_format: ``"json"`` (one object per line) or ``"text"`` (``--log-format``).
+        timeout_keep_alive: seconds an idle keep-alive connection is held open
+            (``--timeout-keep-alive``); keep it above the load balancer's idle timeout.
     """
 
     model: str | None = None
@@ -90,6 +92,7 @@ class Settings:
     allow_unsigned_stream_state: bool = False
     shutdown_delay: float = 0.0
     log_format: str = "json"
+    timeout_keep_alive: int = 5
 
     @property
     def model_path(self) -> str:

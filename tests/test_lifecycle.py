@@ -136,7 +136,11 @@ def test_shutdown_delay_reports_not_ready_while_still_serving(proc):
 
 def test_crashed_worker_is_replaced_while_serving(proc):
     """kill -9 of one of two workers: requests keep succeeding, a new worker pid appears, and the
-    metrics of the surviving processes are still served."""
+    metrics of the surviving processes are still served.
+
+    Each request uses a new connection (as a load balancer opening connections would): keep-alive
+    connections held by the killed worker itself are reset, which clients see as a connection error.
+    """
     p = proc("--renderer-num-workers", "2")
     deadline = time.monotonic() + 30
     while len(p.workers()) < 2 and time.monotonic() < deadline:
@@ -148,7 +152,7 @@ def test_crashed_worker_is_replaced_while_serving(proc):
     statuses = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        statuses.append(p.client.get("/v1/models").status_code)
+        statuses.append(httpx.get(f"{p.client.base_url}/v1/models", timeout=30).status_code)
         now = p.workers()
         if victim not in now and len(now) == 2 and len(statuses) >= 20:
             break
@@ -157,7 +161,7 @@ def test_crashed_worker_is_replaced_while_serving(proc):
     after = p.workers()
     assert victim not in after and len(after) == 2 and after - before
     deadline = time.monotonic() + 60
-    while p.client.get("/ready").status_code != 200 and time.monotonic() < deadline:
+    while httpx.get(f"{p.client.base_url}/ready").status_code != 200 and time.monotonic() < deadline:
         time.sleep(0.2)
-    text = p.client.get("/metrics").text
+    text = httpx.get(f"{p.client.base_url}/metrics").text
     assert 'render_service_requests_total{endpoint="/v1/models",method="GET",status="200"}' in text
