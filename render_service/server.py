@@ -100,7 +100,7 @@ def serve(settings: Settings, log_level: str = "info") -> int:
 
         uvicorn.run(create_app(settings), **common)
         return 0
-    folder = _metrics_dir()
+    folder = _metrics_dir()  # several processes: metrics in multiprocess mode
     os.environ[SETTINGS_ENV] = settings_to_json(settings)
     os.environ["RENDER_SERVICE_LOG_LEVEL"] = log_level
     try:

@@ -165,3 +165,5 @@ def test_crashed_worker_is_replaced_while_serving(proc):
         time.sleep(0.2)
     text = httpx.get(f"{p.client.base_url}/metrics").text
     assert 'render_service_requests_total{endpoint="/v1/models",method="GET",status="200"}' in text
+    # live gauges are summed over live workers only: 2 workers x 4 threads, the dead one forgotten
+    assert "render_service_worker_threads 8.0" in text.splitlines()
