@@ -30,7 +30,6 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
@@ -224,7 +223,8 @@ def spawn(flags: list[str]) -> tuple[subprocess.Popen, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--spawn", action="store_true", help="start a server; flags after -- go to it")
     parser.add_argument("--server-pid", type=int, default=None, help="pid whose process tree RSS is sampled")

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
-from http import HTTPStatus
 from collections.abc import Callable
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from typing import Any
 
 import orjson

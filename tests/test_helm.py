@@ -9,6 +9,7 @@ RBAC, image pulls and probes are not exercised).
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 
 import kubernetes_validate
@@ -86,7 +87,8 @@ def test_default_chart_objects_and_probes():
     pod = docs["Deployment"]["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     sc = c["securityContext"]
-    assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"] and sc["capabilities"]["drop"] == ["ALL"]
+    assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+    assert sc["capabilities"]["drop"] == ["ALL"]
     assert c["resources"]["requests"]["cpu"]
     hpa = docs["HorizontalPodAutoscaler"]["spec"]
     assert [m["resource"]["name"] for m in hpa["metrics"]] == ["cpu"]
@@ -118,14 +120,15 @@ def test_chart_environment_becomes_the_intended_settings(monkeypatch, tmp_path):
     """The ConfigMap data, the API-key env and the mounted key file, given to our CLI as the pod
     would, yield Settings with the chart's values (no drift between chart and flags)."""
     docs = render(FULL)
-    for name in [n for n in __import__("os").environ if n.startswith("RENDER_SERVICE_") or n == "VLLM_API_KEY"]:
+    for name in [n for n in os.environ if n.startswith("RENDER_SERVICE_") or n == "VLLM_API_KEY"]:
         monkeypatch.delenv(name)
     for name, value in docs["ConfigMap"]["data"].items():
         monkeypatch.setenv(name, value)
     key_file = tmp_path / "keys"
     key_file.write_text(base64.b64decode(docs["Secret"]["data"]["stream-state-keys"]).decode())
     monkeypatch.setenv("RENDER_SERVICE_STREAM_STATE_KEY_FILE", str(key_file))
-    monkeypatch.setenv("RENDER_SERVICE_API_KEY", base64.b64decode(docs["Secret"]["data"]["api-key"]).decode())
+    api_key = base64.b64decode(docs["Secret"]["data"]["api-key"]).decode()
+    monkeypatch.setenv("RENDER_SERVICE_API_KEY", api_key)
     args = build_parser().parse_args(container(docs)["args"])
     s = settings_from_args(args)
     assert (s.host, s.port, s.renderer_num_workers, s.model) == ("0.0.0.0", 8000, 4, "/models/qwen")

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from render_service.limits import BodyLimits, Overloaded, WorkerPool, check_body
 from render_service.errors import InvalidRequest
+from render_service.limits import BodyLimits, Overloaded, WorkerPool, check_body
 
 SMALL = dict(max_request_body_bytes=2048, max_messages=3, max_tools=2, max_n=4, max_stream_state_bytes=64)
 RENDER = "/v1/chat/completions/render"
@@ -41,7 +41,7 @@ def test_streamed_body_over_limit_is_413(serve):
     def chunks():
         yield b'{"messages": ['
         for _ in range(40):
-            yield b'{"role": "user", "content": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"},'
+            yield b'{"role": "user", "content": "' + b"x" * 60 + b'"},'
         yield b'{"role": "user", "content": "end"}]}'
 
     r = client.post(RENDER, content=chunks(), headers={"content-type": "application/json"})

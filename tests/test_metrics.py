@@ -41,7 +41,8 @@ def test_fingerprint_header_on_every_response_matches_models(serve):
     fp = client.get("/v1/models").json()["data"][0]["config_fingerprint"]
     assert fp.startswith("sha256:")
     for r in (client.get("/health"), client.get("/nope"),
-              client.post("/v1/chat/completions/render", content=b"{", headers={"content-type": "application/json"})):
+              client.post("/v1/chat/completions/render", content=b"{",
+                          headers={"content-type": "application/json"})):
         assert r.headers["x-render-config-fingerprint"] == fp
 
 
