@@ -119,18 +119,23 @@ def test_sigterm_finishes_in_flight_request_then_exits_0(proc, workers):
     assert p.popen.wait(30) == 0
 
 
-def test_shutdown_delay_reports_not_ready_while_still_serving(proc):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_shutdown_delay_reports_not_ready_while_still_serving(proc, workers):
     """With --shutdown-delay, after SIGTERM /ready turns 503 "draining" while other routes still
-    answer 200; then the process exits 0."""
-    p = proc("--shutdown-delay", "3")
+    answer 200 (in every worker process); then the process exits 0."""
+    p = proc("--shutdown-delay", "3", "--renderer-num-workers", workers)
     p.popen.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + 2
-    r = p.client.get("/ready")
+    url = f"{p.client.base_url}"
+    r = httpx.get(url + "/ready")
     while r.status_code == 200 and time.monotonic() < deadline:
         time.sleep(0.05)
-        r = p.client.get("/ready")
+        r = httpx.get(url + "/ready")
     assert r.status_code == 503 and "draining" in r.json()["error"]["message"]
-    assert p.client.get("/v1/models").status_code == 200
+    time.sleep(0.3)  # every worker has received the signal by now
+    for _ in range(6):  # fresh connections reach either worker
+        assert httpx.get(url + "/ready").status_code == 503
+        assert httpx.get(url + "/v1/models").status_code == 200
     assert p.popen.wait(30) == 0
 
 
