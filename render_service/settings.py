@@ -1,7 +1,8 @@
 """Service configuration: one frozen value, built once at start-up (by the CLI or by tests).
 
 Flag names follow ``vllm launch render`` so deployments carry over; each field's docstring
-names the flag. Nothing else in the service reads command-line flags or the environment.
+names the flag. Only ``cli.py`` reads command-line flags and ``RENDER_SERVICE_*`` environment
+variables (``server.py`` hands the finished value to worker processes).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ class Settings:
         api_keys: accepted ``Authorization: Bearer`` keys on ``/v1*`` and ``/inference*``;
             empty = no auth (``--api-key``, env ``RENDER_SERVICE_API_KEY`` / ``VLLM_API_KEY``).
         stream_state_keys: HMAC keys for ``stream_state``; the first signs, any verifies
-            (rotation). Empty and not ``allow_unsigned_stream_state`` → the app generates a
-            per-process key at start-up and logs a warning (``--stream-state-key``).
+            (rotation). Empty and not ``allow_unsigned_stream_state`` → a random key is generated at
+            start-up (one for all worker processes of a ``serve``) with a warning
+            (``--stream-state-key``, ``--stream-state-key-file``).
         allow_unsigned_stream_state: accept and emit unsigned states
             (``--allow-unsigned-stream-state``); never the default.
         shutdown_delay: seconds ``/ready`` answers 503 after SIGTERM before the server stops
