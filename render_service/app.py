@@ -39,11 +39,7 @@ from .models import ModelBundle, load_bundle
 from .observe import Observe
 from .server import install_drain_handler
 from .settings import Settings
-
-try:  # the derender helper's version; fingerprint.py is the stand-in until merged
-    from .stream_state import config_fingerprint  # type: ignore[attr-defined]
-except ImportError:
-    from .fingerprint import config_fingerprint
+from .stream_state import config_fingerprint
 
 logger = logging.getLogger(__name__)
 

@@ -41,13 +41,13 @@ _SIG_BYTES = 16
 
 
 def config_fingerprint(bundle: ModelBundle, settings: Settings) -> str:
-    """sha256 hex over everything that changes how an output derenders: model names and root,
-    vocab size, chat template, parser names, ``enable_auto_tool_choice``, default template
+    """sha256 hex over everything that changes how an output derenders: model names,
+    vocab size and added tokens, chat template, parser names, ``enable_auto_tool_choice``, default template
     kwargs. Two replicas agree on it exactly when a state made by one is valid on the other."""
     facts = {
         "names": list(bundle.names),
-        "root": bundle.root,
         "vocab_size": bundle.vocab_size,
+        "added_vocab": bundle.added_vocab,
         "chat_template": bundle.chat_template,
         "reasoning_parser": settings.reasoning_parser,
         "tool_call_parser": settings.tool_call_parser,
@@ -119,7 +119,7 @@ def decode_state(text: object, fingerprint: str, keys: Sequence[str] = ()) -> St
     if len(text) > MAX_STATE_BYTES:
         raise InvalidStreamState("invalid stream_state: too large")
     parts = text.split(".")
-    if len(parts) not in (2, 3) or len(parts[0]) != 2:
+    if not text.isascii() or len(parts) not in (2, 3) or len(parts[0]) != 2:
         raise InvalidStreamState("invalid stream_state: malformed")
     head, payload = parts[0], parts[1]
     if head[0] != VERSION or head[1] not in "jz":
