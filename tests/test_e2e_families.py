@@ -18,8 +18,6 @@ from typing import Any
 import pytest
 from conftest import model_dir
 
-import parsers
-
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 TOOLS = [
@@ -53,10 +51,6 @@ class Family:
     finish: str = "stop"
     chat: dict[str, Any] = field(default_factory=dict)
     id_re: str = r"chatcmpl-tool-[0-9a-f]{16}"
-
-    @property
-    def parser_names(self) -> tuple[str | None, str | None]:
-        return self.settings.get("reasoning_parser"), self.settings.get("tool_call_parser")
 
 
 TOOL_SERVER = {"enable_auto_tool_choice": True}
@@ -118,19 +112,13 @@ FAMILIES = [
         "openai--gpt-oss-20b",
         {"reasoning_parser": "openai_gptoss", "tool_call_parser": "openai", **TOOL_SERVER},
         "<|channel|>analysis<|message|>Simple question.<|end|><|start|>assistant<|channel|>commentary"
-        "<|message|>Checking.<|end|><|start|>assistant<|channel|>final<|message|>Sunny, 22°C in Paris.<|return|>",
+        "<|message|>Checking.<|end|><|start|>assistant<|channel|>final<|message|>"
+        "Sunny, 22°C in Paris.<|return|>",
         "Checking.\nSunny, 22°C in Paris.",
         reasoning="Simple question.",
         chat={"tools": TOOLS},
     ),
 ]
-
-
-def registered(family: Family) -> bool:
-    reasoning, tool = family.parser_names
-    return (reasoning is None or reasoning in parsers.REASONING_PARSERS) and (
-        tool is None or tool in parsers.TOOL_PARSERS
-    )
 
 
 @functools.cache
@@ -172,7 +160,11 @@ def streamed_message(client, chat, prompt, answer) -> tuple[dict[str, Any], str]
     for i, tok in enumerate(answer):
         last = i == len(answer) - 1
         item = {"index": 0, "token_ids": [tok], "finish_reason": "stop" if last else None}
-        body = {"stream": True, "stream_state": state, "generate_chunk": {"request_id": "e2e", "choices": [item]}}
+        body = {
+            "stream": True,
+            "stream_state": state,
+            "generate_chunk": {"request_id": "e2e", "choices": [item]},
+        }
         if state is None:
             body.update(chat_request=chat, prompt_token_ids=prompt)
         r = client.post("/v1/chat/completions/derender", json=body)
@@ -204,21 +196,16 @@ def streamed_message(client, chat, prompt, answer) -> tuple[dict[str, Any], str]
 def check(family: Family, message: dict[str, Any], finish: str) -> None:
     assert message["content"] == family.content
     assert message.get("reasoning") == family.reasoning
-    got = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls") or []]
+    got = [
+        (c["function"]["name"], json.loads(c["function"]["arguments"]))
+        for c in message.get("tool_calls") or []
+    ]
     assert got == list(family.calls)
     assert all(re.fullmatch(family.id_re, c["id"]) for c in message.get("tool_calls") or [])
     assert finish == family.finish
 
 
-def params():
-    out = []
-    for family in FAMILIES:
-        marks = () if registered(family) else (pytest.mark.xfail(reason="parser not merged yet", strict=True),)
-        out.append(pytest.param(family, id=family.id, marks=marks))
-    return out
-
-
-@pytest.mark.parametrize("family", params())
+@pytest.mark.parametrize("family", FAMILIES, ids=[f.id for f in FAMILIES])
 def test_batch_derender(serve, family):
     """Batch derender of the family's native output gives vLLM's message: content, reasoning,
     tool calls (name, JSON arguments, an id) and finish_reason."""
@@ -227,7 +214,7 @@ def test_batch_derender(serve, family):
     check(family, message, finish)
 
 
-@pytest.mark.parametrize("family", params())
+@pytest.mark.parametrize("family", FAMILIES, ids=[f.id for f in FAMILIES])
 def test_stream_one_token_per_chunk_equals_batch(serve, family):
     """Streaming one token per call joins to exactly the batch message (ids included), with
     each call's name sent once, and the same finish_reason."""

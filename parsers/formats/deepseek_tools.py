@@ -7,7 +7,8 @@ Wire formats (markers are special tokens)::
          ```json
          {args}
          ```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
-    v31: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{args}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+    v31: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{args}<｜tool▁call▁end｜>...
+         <｜tool▁calls▁end｜>
 
 * Arguments are verbatim (no re-serialisation), streamed raw; the ```` ```json ```` fence and
   surrounding whitespace are not part of them.

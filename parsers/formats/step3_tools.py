@@ -3,7 +3,8 @@
 Wire format (markers are special tokens)::
 
     content<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="F">
-    <steptml:parameter name="K">V</steptml:parameter>...</steptml:invoke><｜tool_call_end｜>...<｜tool_calls_end｜>
+    <steptml:parameter name="K">V</steptml:parameter>...</steptml:invoke><｜tool_call_end｜>...
+    <｜tool_calls_end｜>
 
 * The name is sent once ``<steptml:invoke name="F">`` is complete; the arguments are sent
   whole when the call ends (vLLM streams them the same way): parameter values stripped,

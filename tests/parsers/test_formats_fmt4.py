@@ -18,9 +18,7 @@ from parsers.types import ParseContext, ToolCall
 
 TOOLS = ({"type": "function", "function": {"name": "get_weather"}},)
 CTX = ParseContext(tools=TOOLS)
-V3_CALL = (
-    "<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{args}\n```<｜tool▁call▁end｜>"
-)
+V3_CALL = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{args}\n```<｜tool▁call▁end｜>"
 V31_CALL = "<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{args}<｜tool▁call▁end｜>"
 KIMI_CALL = "<|tool_call_begin|>{header}<|tool_call_argument_begin|>{args}<|tool_call_end|>"
 KIMI_SEC = "<|tool_calls_section_begin|>{calls}<|tool_calls_section_end|>"
@@ -46,7 +44,9 @@ def test_deepseek_v3_keeps_text_before_and_after_and_strips_the_fence():
     when streamed one character at a time."""
     calls = V3_CALL.format(name="get_weather", args='{"city":  "Paris"}')
     text = f"Let me check.<｜tool▁calls▁begin｜>{calls}<｜tool▁calls▁end｜>It is 30."
-    want = parsers.ParseResult(content="Let me check.It is 30.", tool_calls=(ToolCall("get_weather", '{"city":  "Paris"}'),))
+    want = parsers.ParseResult(
+        content="Let me check.It is 30.", tool_calls=(ToolCall("get_weather", '{"city":  "Paris"}'),)
+    )
     assert parse(None, "deepseek_v3", text) == want
     assert stream(None, "deepseek_v3", chars(text))[1] == want
 
@@ -68,7 +68,10 @@ def test_deepseek_call_markers_outside_a_block_are_content():
 
 def test_deepseek_missing_call_end_is_closed_by_the_next_call_and_by_eos():
     """An unclosed call ends at the next call marker, and at the end of the stream."""
-    text = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{\"x\": 1} <｜tool▁call▁begin｜>b<｜tool▁sep｜>{}"
+    text = (
+        '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a<｜tool▁sep｜>{"x": 1} '
+        "<｜tool▁call▁begin｜>b<｜tool▁sep｜>{}"
+    )
     result = parse(None, "deepseek_v31", text)
     assert [(c.name, c.arguments) for c in result.tool_calls] == [("a", '{"x": 1}'), ("b", "{}")]
 
@@ -83,7 +86,9 @@ def kimi(calls: str, before: str = "", after: str = "") -> str:
 def test_kimi_native_header_is_the_id_and_content_before_is_verbatim():
     """The header functions.NAME:IDX is sent as the id verbatim; content keeps its trailing
     space; text after the section is dropped."""
-    text = kimi(KIMI_CALL.format(header="functions.get_weather:7", args=' {"city": "Tokyo"} '), "Before. ", " After.")
+    text = kimi(
+        KIMI_CALL.format(header="functions.get_weather:7", args=' {"city": "Tokyo"} '), "Before. ", " After."
+    )
     result = parse(None, "kimi_k2", text)
     assert result.content == "Before. "
     assert result.tool_calls == (ToolCall("get_weather", '{"city": "Tokyo"}', "functions.get_weather:7"),)
@@ -127,14 +132,18 @@ def test_kimi_whitespace_only_content_before_section_is_dropped_but_kept_without
 def test_kimi_singular_section_tokens_and_calls_after_the_section():
     """<|tool_call_section_begin|> is accepted; a call after the section end still counts."""
     call = KIMI_CALL.format(header="functions.f:0", args="{}")
-    text = f"<|tool_call_section_begin|>{call}<|tool_call_section_end|>noise{KIMI_CALL.format(header='functions.g:1', args='[]')}"
+    after = KIMI_CALL.format(header="functions.g:1", args="[]")
+    text = f"<|tool_call_section_begin|>{call}<|tool_call_section_end|>noise{after}"
     assert [c.name for c in parse(None, "kimi_k2", text).tool_calls] == ["f", "g"]
 
 
 def test_kimi_truncated_arguments_are_streamed_raw():
     """A stream ending inside the arguments keeps the partial raw JSON (sglang case)."""
-    text = '<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{"city": "Paris"'
-    assert stream(None, "kimi_k2", chars(text))[1].tool_calls == (ToolCall("f", '{"city": "Paris"', "functions.f:0"),)
+    text = kimi(KIMI_CALL.format(header="functions.f:0", args='{"city": "Paris"'))
+    text = text[: text.index("<|tool_call_end|>")]
+    assert stream(None, "kimi_k2", chars(text))[1].tool_calls == (
+        ToolCall("f", '{"city": "Paris"', "functions.f:0"),
+    )
 
 
 def test_kimi_required_tool_choice_mints_kimi_ids_for_guided_json():
@@ -151,21 +160,25 @@ STEP_TOOLS = (
         "type": "function",
         "function": {
             "name": "get",
-            "parameters": {"properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}, "s": {"type": "string"}}},
+            "parameters": {
+                "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}, "s": {"type": "string"}}
+            },
         },
     },
 )
 
 
 def step3(body: str) -> str:
-    return f"<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>{body}<｜tool_call_end｜><｜tool_calls_end｜>"
+    call = f"<｜tool_call_begin｜>function<｜tool_sep｜>{body}<｜tool_call_end｜>"
+    return f"<｜tool_calls_begin｜>{call}<｜tool_calls_end｜>"
 
 
 def test_step3_coerces_parameters_with_the_schema():
     """Values are stripped and coerced by the declared types; undeclared stay strings."""
     body = (
         '<steptml:invoke name="get"><steptml:parameter name="n"> 42 </steptml:parameter>'
-        '<steptml:parameter name="ok">True</steptml:parameter><steptml:parameter name="s"> x </steptml:parameter>'
+        '<steptml:parameter name="ok">True</steptml:parameter>'
+        '<steptml:parameter name="s"> x </steptml:parameter>'
         '<steptml:parameter name="z">7</steptml:parameter></steptml:invoke>'
     )
     ctx = ParseContext(tools=STEP_TOOLS)
@@ -207,7 +220,15 @@ def test_harmony_marker_ids_are_the_harmony_specials(oss):
     """The derender keeps exactly the Harmony structure tokens as text."""
     tok, parser = oss
     names = {tok.convert_ids_to_tokens(i) for i in parser.marker_token_ids}
-    assert names == {"<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>"}
+    assert names == {
+        "<|start|>",
+        "<|channel|>",
+        "<|constrain|>",
+        "<|message|>",
+        "<|end|>",
+        "<|call|>",
+        "<|return|>",
+    }
 
 
 def test_harmony_channels_and_a_function_call(oss):
@@ -231,7 +252,9 @@ def test_harmony_recipient_in_role_header_and_builtin_tools_ignored(oss):
         "<|start|>assistant<|channel|>commentary<|message|>pre<|end|><|start|>assistant<|channel|>final<|message|>done"
     )
     result = run_oss(oss, text)
-    assert result == parsers.ParseResult(content="pre\ndone", reasoning="a\nb", tool_calls=(ToolCall("f", "{}"),))
+    assert result == parsers.ParseResult(
+        content="pre\ndone", reasoning="a\nb", tool_calls=(ToolCall("f", "{}"),)
+    )
 
 
 def test_harmony_malformed_tail_is_content_and_truncation_keeps_kind(oss):
@@ -245,9 +268,14 @@ def test_harmony_malformed_tail_is_content_and_truncation_keeps_kind(oss):
 def test_harmony_calls_only_with_an_active_tool_phase(oss):
     """tool_choice none (or no tools) hides calls; include_reasoning=False hides reasoning;
     reasoning is 'ended' from the start (vLLM GptOssReasoningParser)."""
-    text = "<|channel|>analysis<|message|>r<|end|><|start|>assistant<|channel|>commentary to=functions.f<|message|>{}"
+    text = (
+        "<|channel|>analysis<|message|>r<|end|>"
+        "<|start|>assistant<|channel|>commentary to=functions.f<|message|>{}"
+    )
     _, parser = oss
-    assert run_oss(oss, text, ParseContext(tools=TOOLS, tool_choice="none")) == parsers.ParseResult(reasoning="r")
+    assert run_oss(oss, text, ParseContext(tools=TOOLS, tool_choice="none")) == parsers.ParseResult(
+        reasoning="r"
+    )
     assert run_oss(oss, text, ParseContext(tools=TOOLS, include_reasoning=False)).reasoning is None
     assert parser.reasoning_ended(parser.start(CTX, None)) is True
 
@@ -260,7 +288,7 @@ def test_gpt_oss_alias_is_registered():
 
 # -- streaming law for every format ----------------------------------------------------
 
-word = st.text(alphabet="ab {}\"<>|:`\n é", max_size=6)
+word = st.text(alphabet='ab {}"<>|:`\n é', max_size=6)
 args = st.dictionaries(st.text("xy", min_size=1, max_size=2), st.one_of(st.integers(), word), max_size=2)
 
 
@@ -281,7 +309,8 @@ def outputs(draw):
         return None, fmt, pre + KIMI_SEC.format(calls=body) + post
     if fmt == "step3":
         body = "".join(
-            f'<｜tool_call_begin｜><steptml:invoke name="f"><steptml:parameter name="k">{a}</steptml:parameter></steptml:invoke><｜tool_call_end｜>'
+            f'<｜tool_call_begin｜><steptml:invoke name="f"><steptml:parameter name="k">{a}'
+            "</steptml:parameter></steptml:invoke><｜tool_call_end｜>"
             for a in calls
         )
         return None, fmt, f"{pre}<｜tool_calls_begin｜>{body}<｜tool_calls_end｜>{post}"
@@ -298,7 +327,7 @@ def test_any_chunking_with_state_round_trips_equals_batch(case, data):
     between chunks; call deltas follow the client rules; the state stays small."""
     reasoning, tool, text = case
     cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=12)))
-    pieces = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)])]
+    pieces = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     parser = parsers.get_parser(reasoning, tool)
     deltas, joined, states = run_stream(parser, CTX, pieces, roundtrip=True)
     assert joined == parser.parse(CTX, None, text)
@@ -322,10 +351,14 @@ def test_headers_are_bounded():
     """A 'header' that never ends does not grow the state: Harmony gives it (and the rest of
     the output) back as content, Kimi/DeepSeek skip the call; results are chunking-invariant."""
     text = "plain answer without any harmony structure " * 40
-    deltas, joined, states = stream("openai_gptoss", "openai", [text[i : i + 7] for i in range(0, len(text), 7)])
+    deltas, joined, states = stream(
+        "openai_gptoss", "openai", [text[i : i + 7] for i in range(0, len(text), 7)]
+    )
     assert joined.content == text and max(len(orjson.dumps(s)) for s in states) < 1200
     junk = "x" * 2000
-    kimi_text = kimi(KIMI_CALL.format(header=junk, args="{}") + KIMI_CALL.format(header="functions.f:1", args="{}"))
+    kimi_text = kimi(
+        KIMI_CALL.format(header=junk, args="{}") + KIMI_CALL.format(header="functions.f:1", args="{}")
+    )
     _, joined, states = stream(None, "kimi_k2", [kimi_text[i : i + 5] for i in range(0, len(kimi_text), 5)])
     assert [c.name for c in joined.tool_calls] == ["f"] and max(len(orjson.dumps(s)) for s in states) < 1200
     v31 = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + junk + "<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
