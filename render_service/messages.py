@@ -4,7 +4,7 @@ Follows vLLM 0.33's chat-message parsing (``--chat-template-content-format auto`
 faults real clients hit:
 
 * ``content``: a string, or a list of text parts. For ``"string"``-format templates the text parts
-  are joined with ``"\\n"``; for ``"openai"``-format templates they stay ``[{"type": "text",
+  are joined with ``"\\n"``; for ``"openai"``-format templates strings and parts become ``[{"type": "text",
   "text": ...}]`` parts, except on ``tool`` messages, which always get a string (vLLM #39614 /
   BR55). Non-text parts (images, audio, files) are refused: this tier renders text only.
 * ``content: null`` is ``""`` except on an assistant message with tool calls.
@@ -71,10 +71,11 @@ def _content(message: dict[str, Any], role: str, fmt: str, where: str) -> Any:
     if content is None:
         return None if role == "assistant" and message.get("tool_calls") else ""
     if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
+        texts = [content]
+    elif isinstance(content, list):
+        texts = [_part_text(part, f"{where}.{j}") for j, part in enumerate(content)]
+    else:
         raise InvalidRequest("content must be a string, a list of content parts or null", param=where)
-    texts = [_part_text(part, f"{where}.{j}") for j, part in enumerate(content)]
     if fmt == "openai" and role != "tool":
         return [{"type": "text", "text": t} for t in texts]
     return "\n".join(texts)

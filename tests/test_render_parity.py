@@ -122,10 +122,11 @@ SAMPLED = {
     # folder: (expected identical, both refuse, transformers fails but we render) on the sample
     "Qwen--Qwen2.5-7B-Instruct": (60, 0, 0),
     "Qwen--Qwen3-Coder-30B-A3B-Instruct": (60, 0, 0),
-    "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B": None,
-    "meta-llama--Llama-3.1-8B-Instruct": None,
-    "mistralai--Mistral-Nemo-Instruct-2407": None,
-    "openai--gpt-oss-20b": None,
+    # R1: transformers 5 drops ``content: null`` beside tool calls and the template then fails
+    "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B": (54, 0, 6),
+    "meta-llama--Llama-3.1-8B-Instruct": (60, 0, 0),
+    "mistralai--Mistral-Nemo-Instruct-2407": (51, 9, 0),
+    "openai--gpt-oss-20b": (60, 0, 0),
 }
 
 
@@ -137,10 +138,7 @@ def test_sampled_real_requests(folder, monkeypatch):
     pin_clock(monkeypatch)
     records = _real_requests()[::12][:60]
     counts = _check_real(folder, records)
-    assert sum(counts.values()) == 60
-    assert counts["same"] >= 40, counts
-    if SAMPLED[folder] is not None:
-        assert (counts["same"], counts["both_refuse"], counts["ours_only"]) == SAMPLED[folder]
+    assert (counts["same"], counts["both_refuse"], counts["ours_only"]) == SAMPLED[folder]
 
 
 def test_r1_tool_history_renders_where_transformers_fails():

@@ -1,0 +1,313 @@
+"""Render endpoints over real HTTP: the GenerateRequest shape, bug-report cases (mode "render" in
+../shared/cases/bug_cases.jsonl) and every 4xx path (never a 500)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import model_dir, shared_path
+
+USER = [{"role": "user", "content": "hi"}]
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}
+PARSERS = dict(reasoning_parser="qwen3", tool_call_parser="hermes", enable_auto_tool_choice=True)
+
+GENERATE_KEYS = ["request_id", "token_ids", "token_offsets", "features", "content_parts", "sampling_params", "model",
+                 "reasoning_ended", "reasoning_parser_kwargs", "return_token_ids", "output_mode", "parse_context",
+                 "stream", "stream_options", "cache_salt", "priority", "kv_transfer_params", "ec_transfer_params"]
+
+
+def bug_case(case_id: str) -> dict:
+    """The input of one bug case."""
+    with shared_path("cases", "bug_cases.jsonl").open(encoding="utf-8") as f:
+        for line in f:
+            case = json.loads(line)
+            if case["id"] == case_id:
+                return case
+    raise KeyError(case_id)
+
+
+def chat(client, **body):
+    """POST a chat render."""
+    return client.post("/v1/chat/completions/render", json=body)
+
+
+def error_of(r, status=400) -> dict:
+    """The error object of a response, after checking status and shape."""
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["code"] == status
+    return err
+
+
+def decode(client, ids) -> str:
+    """Text of ``ids`` through /detokenize."""
+    return client.post("/detokenize", json={"tokens": ids}).json()["prompt"]
+
+
+def test_chat_render_shape(serve):
+    """A plain chat render has every upstream key, in order, with the documented values."""
+    client = serve()
+    r = chat(client, messages=USER, request_id="abc", stream=True, stream_options={"include_usage": True},
+             cache_salt="s", priority=3, kv_transfer_params={"do_remote_prefill": True})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert list(out) == GENERATE_KEYS
+    assert out["request_id"] == "chatcmpl-abc"
+    assert out["token_ids"] == [151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198]
+    assert out["output_mode"] == "tokens" and out["model"] == "Qwen/Qwen3-0.6B"
+    assert out["stream"] is True and out["stream_options"] == {"include_usage": True, "continuous_usage_stats": False}
+    assert out["cache_salt"] == "s" and out["priority"] == 3
+    assert out["kv_transfer_params"] == {"do_remote_prefill": True}
+    assert "extra_args" not in out["sampling_params"]
+    assert out["reasoning_ended"] is None and out["reasoning_parser_kwargs"] is None
+    assert out["parse_context"] == {"tools": None, "tool_choice": "none", "parallel_tool_calls": True,
+                                    "include_reasoning": True, "history_tool_call_cnt": 0,
+                                    "chat_template_kwargs": {"add_generation_prompt": True,
+                                                             "continue_final_message": False}}
+    sp = out["sampling_params"]
+    assert sp["output_kind"] == 1 and sp["skip_clone"] is True
+    assert sp["max_tokens"] == 40960 - 9
+    assert (sp["temperature"], sp["top_p"], sp["top_k"]) == (0.6, 0.95, 20)  # generation_config.json
+
+
+def test_request_id_defaults_to_uuid(serve):
+    """Without a body request_id the id is ``chatcmpl-<uuid hex>`` and streams carry no options."""
+    out = chat(serve(), messages=USER).json()
+    assert out["request_id"].startswith("chatcmpl-") and len(out["request_id"]) == 9 + 32
+    assert out["stream"] is False and out["stream_options"] is None and out["sampling_params"]["output_kind"] == 2
+
+
+def test_reasoning_fields_with_parser(serve):
+    """With qwen3+hermes: reasoning_ended false while thinking is open, true with
+    enable_thinking=false or include_reasoning=false; kwargs echoed; special tokens kept."""
+    client = serve(**PARSERS)
+    open_ = chat(client, messages=USER).json()
+    assert open_["reasoning_ended"] is False
+    assert open_["sampling_params"]["skip_special_tokens"] is False
+    closed = chat(client, messages=USER, chat_template_kwargs={"enable_thinking": False}).json()
+    assert closed["reasoning_ended"] is True
+    assert closed["reasoning_parser_kwargs"]["chat_template_kwargs"]["enable_thinking"] is False
+    assert decode(client, closed["token_ids"]).endswith("<think>\n\n</think>\n\n")
+    hidden = chat(client, messages=USER, include_reasoning=False).json()
+    assert hidden["reasoning_ended"] is True and hidden["parse_context"]["include_reasoning"] is False
+
+
+def test_tools_parse_context_and_history_count(serve):
+    """Tools, tool_choice and the history's tool-call count land in parse_context."""
+    client = serve(**PARSERS)
+    msgs = [{"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"A\"}"}},
+                {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"B\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "1"}, {"role": "tool", "tool_call_id": "c2", "content": "2"}]
+    out = chat(client, messages=msgs, tools=[WEATHER], parallel_tool_calls=False).json()
+    ctx = out["parse_context"]
+    assert ctx["tools"] == [WEATHER] and ctx["tool_choice"] == "auto" and ctx["parallel_tool_calls"] is False
+    assert ctx["history_tool_call_cnt"] == 2
+    text = decode(client, out["token_ids"])
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "A"}}\n</tool_call>' in text
+
+
+def test_required_and_named_tool_choice_set_json_schema(serve):
+    """``required`` / named tool_choice constrain the output with the tools' JSON schema."""
+    client = serve(**PARSERS)
+    named = chat(client, messages=USER, tools=[WEATHER],
+                 tool_choice={"type": "function", "function": {"name": "get_weather"}}).json()
+    assert named["sampling_params"]["structured_outputs"] == {"json": WEATHER["function"]["parameters"]}
+    req = chat(client, messages=USER, tools=[WEATHER], tool_choice="required").json()
+    schema = req["sampling_params"]["structured_outputs"]["json"]
+    assert schema["type"] == "array" and schema["items"]["anyOf"][0]["properties"]["name"]["enum"] == ["get_weather"]
+
+
+# ----------------------------------------------------------------------------- bug cases
+
+
+@pytest.mark.parametrize("variant", [0, 1])
+def test_br56_empty_tool_calls_and_null_content(serve, variant):
+    """BR56: ``tool_calls: []`` renders as plain assistant text; ``content: null`` beside tool calls
+    renders (Llama 3.1 template) instead of failing."""
+    client = serve(model=model_dir("meta-llama--Llama-3.1-8B-Instruct"))
+    msgs = bug_case("BR56")["input"]["variants"][variant]["messages"]
+    r = chat(client, messages=msgs)
+    assert r.status_code == 200, r.text
+    text = decode(client, r.json()["token_ids"])
+    if variant == 0:
+        assert "<|start_header_id|>assistant<|end_header_id|>\n\nSure.<|eot_id|>" in text
+    else:
+        assert '{"name": "get_time", "parameters": {"city": "London"}}' in text and "10:00 AM" in text
+
+
+def test_br53_no_double_bos(serve):
+    """BR53: R1-Distill's template writes BOS; tokenizing it must not add a second one."""
+    client = serve(model=model_dir("deepseek-ai--DeepSeek-R1-Distill-Qwen-7B"))
+    inp = bug_case("BR53")["input"]
+    out = chat(client, **inp).json()
+    assert out["token_ids"] == bug_case("BR53")["expected"]["prompt_token_ids"]
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+def test_br52_history_reasoning_under_either_name(serve, field):
+    """BR52: prior-turn reasoning sent as ``reasoning`` or ``reasoning_content`` reaches the template
+    (Qwen3 renders reasoning of assistant turns after the last user query)."""
+    client = serve()
+    msgs = [{"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": "", field: "I should call the tool.", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+    out = chat(client, messages=msgs).json()
+    assert "<think>\nI should call the tool.\n</think>" in decode(client, out["token_ids"])
+
+
+def test_br58_continue_final_message_with_trailing_whitespace(serve):
+    """BR58: continuing a final message that ends in whitespace works on Llama 3.1."""
+    client = serve(model=model_dir("meta-llama--Llama-3.1-8B-Instruct"))
+    case = bug_case("BR58")
+    out = chat(client, **case["input"])
+    assert out.status_code == 200, out.text
+    text = decode(client, out.json()["token_ids"])
+    assert any(text.endswith(e) for e in case["expected"]["rendered_endswith_one_of"])
+    assert not text.endswith("<|eot_id|>")
+    both = chat(client, messages=case["input"]["messages"], continue_final_message=True, add_generation_prompt=True)
+    assert "add_generation_prompt" in error_of(both)["message"]
+
+
+def test_br55_tool_result_as_content_parts(serve):
+    """BR55: a tool result sent as text parts is rendered as its text, with the model's template and
+    with an "openai"-format template (which loops over content parts of other roles)."""
+    msgs = bug_case("BR55")["input"]["messages"]
+    client = serve()
+    text = decode(client, chat(client, messages=msgs).json()["token_ids"])
+    assert "<tool_response>\n15°C, partly cloudy\n</tool_response>" in text
+    trusted = serve(trust_request_chat_template=True)
+    template = ("{% for m in messages %}{% if m.content is string %}[{{ m.role }}:{{ m.content }}]"
+                "{% else %}{% for p in m.content %}[{{ m.role }}:part:{{ p.text }}]{% endfor %}{% endif %}"
+                "{% endfor %}")
+    out = chat(trusted, messages=msgs[:1] + msgs[2:], chat_template=template).json()
+    assert decode(trusted, out["token_ids"]) == "[user:part:Weather in Beijing?][tool:15°C, partly cloudy]"
+
+
+def test_br61_prompt_longer_than_context(serve):
+    """BR61: a prompt over max_model_len is a 400 naming both sizes, never a negative max_tokens."""
+    client = serve(max_model_len=4096)
+    err = error_of(chat(client, messages=[{"role": "user", "content": "word " * 5000}]))
+    assert "exceeds model's maximum context length (4096)" in err["message"] and "got -" not in err["message"]
+    n = int(err["message"].split("Input length (")[1].split(")")[0])
+    assert n > 4096
+
+
+def test_br61_variant_requested_tokens_do_not_fit(serve):
+    """BR61 variant: prompt 8 + max_tokens 2045 > 2048 → 400 naming 2048, 8 and 2045."""
+    client = serve(max_model_len=2048)
+    r = client.post("/v1/completions/render", json={"prompt": list(range(100, 108)), "max_tokens": 2045})
+    msg = error_of(r)["message"]
+    assert all(s in msg for s in ("2048", "(8 in the", "2045"))
+    ok = client.post("/v1/completions/render", json={"prompt": list(range(100, 108)), "max_tokens": 2040})
+    assert ok.json()[0]["sampling_params"]["max_tokens"] == 2040
+
+
+def test_br62_unknown_role_is_400(serve):
+    """BR62: an unknown role (``SYSTEM``) is a 400 mentioning the role, not a 501."""
+    err = error_of(chat(serve(), **bug_case("BR62")["input"]))
+    assert "role" in err["message"] and err["param"] == "messages.0.role"
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("body,needle,param", [
+    ({"use_beam_search": True}, "Beam search", "use_beam_search"),
+    ({"stream_options": {"include_usage": True}}, "stream=True", "stream_options"),
+    ({"tools": [WEATHER]}, '"auto" tool choice requires --enable-auto-tool-choice', "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": "required"}, "requires --tool-call-parser", "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "does not match",
+     "tool_choice"),
+    ({"tools": []}, "must not be an empty array", "tools"),
+    ({"tool_choice": "required"}, "`tools` must be set", "tool_choice"),
+    ({"chat_template": "{{ 1 }}"}, "untrusted chat template", "chat_template"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+      "xx": 1}, "text content only", "messages.0.content.0.type"),
+    ({"messages": [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{bad"}}]}]},
+     "not valid JSON", "messages.0.tool_calls.0.function.arguments"),
+    ({"messages": []}, "non-empty", "messages"),
+    ({"top_logprobs": 5}, "logprobs", "top_logprobs"),
+    ({"logprobs": True, "top_logprobs": 21}, "max allowed", "top_logprobs"),
+    ({"max_tokens": 10 ** 9}, "maximum context length", "max_tokens"),
+])
+def test_chat_errors_are_400(serve, body, needle, param):
+    """Each bad chat request is a 400 in the upstream shape, with the offending field as param."""
+    err = error_of(chat(serve(), **{"messages": USER, **body}))
+    assert needle in err["message"] and err["param"] == param and err["type"] == "BadRequestError"
+
+
+def test_validation_errors_and_unknown_model(serve):
+    """Schema errors are 400 "Bad Request"; an unknown model is the upstream 404."""
+    client = serve()
+    err = error_of(chat(client, temperature="hot", messages=USER))
+    assert err["type"] == "Bad Request"
+    err = error_of(chat(client, model="nope", messages=USER), 404)
+    assert err["type"] == "NotFoundError" and err["param"] == "model"
+    assert error_of(client.post("/v1/chat/completions/render", json=[1, 2]))["code"] == 400
+
+
+def test_hostile_request_template_is_stopped(serve):
+    """A trusted request template that loops forever is stopped by the time budget (400)."""
+    client = serve(trust_request_chat_template=True, template_max_seconds=0.3)
+    err = error_of(chat(client, messages=USER, chat_template=(
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")))
+    assert "time budget" in err["message"]
+
+
+# ----------------------------------------------------------------------------- completions / tokenize
+
+
+def test_completion_prompt_forms(serve):
+    """String, list of strings, ids and id lists each give one GenerateRequest per prompt."""
+    client = serve()
+    one = client.post("/v1/completions/render", json={"prompt": "hello world", "request_id": "q"}).json()
+    assert len(one) == 1 and one[0]["request_id"] == "cmpl-q" and one[0]["token_ids"] == [14990, 1879]
+    assert one[0]["sampling_params"]["max_tokens"] == 16 and one[0]["parse_context"] is None
+    many = client.post("/v1/completions/render", json={"prompt": ["a", "b"], "request_id": "q"}).json()
+    assert [g["request_id"] for g in many] == ["cmpl-q-0", "cmpl-q-1"]
+    ids = client.post("/v1/completions/render", json={"prompt": [1, 2, 3]}).json()
+    assert ids[0]["token_ids"] == [1, 2, 3]
+    lists = client.post("/v1/completions/render", json={"prompt": [[1], [2, 3]], "max_tokens": 5}).json()
+    assert [g["token_ids"] for g in lists] == [[1], [2, 3]] and lists[1]["sampling_params"]["max_tokens"] == 5
+
+
+def test_completion_add_special_tokens_adds_bos(serve):
+    """Text prompts get the tokenizer's BOS by default and not with add_special_tokens=false."""
+    client = serve(model=model_dir("meta-llama--Llama-3.1-8B-Instruct"))
+    on = client.post("/v1/completions/render", json={"prompt": "Hi"}).json()[0]["token_ids"]
+    off = client.post("/v1/completions/render", json={"prompt": "Hi", "add_special_tokens": False}).json()
+    assert on[0] == 128000 and on[1:] == off[0]["token_ids"]
+
+
+@pytest.mark.parametrize("body,needle", [
+    ({"prompt": [1, 10 ** 7]}, "out of vocabulary"),
+    ({"prompt": [[1], [-1]]}, "out of vocabulary"),
+    ({"prompt": "x", "suffix": "y"}, "suffix"),
+    ({"prompt": []}, "empty"),
+    ({"prompt": ""}, "empty"),
+    ({"prompt": "x", "use_beam_search": True}, "Beam search"),
+    ({"prompt": "x", "logprobs": 99}, "max allowed"),
+    ({"prompt": "x", "prompt_embeds": "abc"}, "prompt_embeds"),
+])
+def test_completion_errors_are_400(serve, body, needle):
+    """Bad completions requests are 400s."""
+    assert needle in error_of(serve().post("/v1/completions/render", json=body))["message"]
+
+
+def test_tokenize_and_detokenize(serve):
+    """/tokenize handles prompts and chat messages (same ids as render); /detokenize inverts."""
+    client = serve()
+    t = client.post("/tokenize", json={"prompt": "hello world", "return_token_strs": True}).json()
+    assert t == {"count": 2, "max_model_len": 40960, "tokens": [14990, 1879], "token_strs": ["hello", "Ġworld"]}
+    c = client.post("/tokenize", json={"messages": USER}).json()
+    assert c["tokens"] == chat(client, messages=USER).json()["token_ids"] and c["token_strs"] is None
+    assert client.post("/detokenize", json={"tokens": [14990, 1879]}).json() == {"prompt": "hello world"}
+    assert error_of(client.post("/detokenize", json={"tokens": [10 ** 8]}))["param"] == "tokens"
+    assert error_of(client.post("/tokenize", json={}))["code"] == 400
