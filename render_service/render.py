@@ -33,7 +33,7 @@ RESERVED_TEMPLATE_KWARGS = frozenset(
      "tokenize", "conversation"}
 )
 
-_PARSERS: dict[tuple[int, str | None, str | None], Any] = {}
+_PARSERS: dict[tuple[str, int, str | None, str | None], Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,8 @@ class ChatPrompt:
 
     Attributes:
         token_ids: the prompt ids.
+        token_offsets: ``[start, end)`` character spans of each id in the rendered text, when asked
+            for (``return_token_offsets``) and the text was rendered here.
         template_kwargs: merged chat template kwargs (defaults ⊕ request, ``reasoning_effort``).
         history_tool_call_cnt: tool calls in the conversation history.
     """
@@ -49,6 +51,7 @@ class ChatPrompt:
     token_ids: list[int]
     template_kwargs: dict[str, Any]
     history_tool_call_cnt: int
+    token_offsets: list[tuple[int, int]] | None = None
 
 
 def _base_id(body: dict[str, Any]) -> str:
@@ -155,6 +158,7 @@ def chat_prompt(bundle: ModelBundle, settings: Settings, req: ChatCompletionRequ
     fmt = settings.chat_template_content_format
     conv = messages.normalize(req.messages, ct.content_format if fmt == "auto" else fmt)
     forwarded = (req.kv_transfer_params or {}).get("prompt_token_ids")
+    offsets = None
     if forwarded is not None:
         ids = _check_ids(bundle, forwarded, "kv_transfer_params.prompt_token_ids")
     else:
@@ -162,10 +166,13 @@ def chat_prompt(bundle: ModelBundle, settings: Settings, req: ChatCompletionRequ
         text = render_chat_text(ct, conv, tools=tools, kwargs=kwargs, add_generation_prompt=add_gen,
                                 continue_final_message=req.continue_final_message, settings=settings,
                                 documents=req.documents)
-        ids = tokenization.encode_prompt(bundle, text)
+        if (req.model_extra or {}).get("return_token_offsets") is True:
+            ids, offsets = tokenization.encode_prompt_with_offsets(bundle, text)
+        else:
+            ids = tokenization.encode_prompt(bundle, text)
     if not ids:
         raise InvalidRequest("No token_ids rendered", param="messages")
-    return ChatPrompt(ids, kwargs, conv.tool_call_count)
+    return ChatPrompt(ids, kwargs, conv.tool_call_count, offsets)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,7 +182,7 @@ def chat_prompt(bundle: ModelBundle, settings: Settings, req: ChatCompletionRequ
 def _parser(bundle: ModelBundle, settings: Settings) -> Any:
     if not settings.reasoning_parser:
         return None
-    key = (id(bundle), settings.reasoning_parser, settings.tool_call_parser)
+    key = (bundle.root, bundle.vocab_size, settings.reasoning_parser, settings.tool_call_parser)
     if key not in _PARSERS:
         import parsers
 
@@ -267,6 +274,8 @@ def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str,
         req = req.model_copy(update={"skip_special_tokens": False})
     if top_logprobs is None and req.logprobs:
         top_logprobs = 0
+    if req.echo and req.prompt_logprobs is None and req.top_logprobs is not None:
+        req = req.model_copy(update={"prompt_logprobs": req.top_logprobs})
     sp = sampling.build(req, max_tokens=max_tokens, logprobs=top_logprobs, bundle=bundle, settings=settings)
 
     ctk = {**prompt.template_kwargs, "add_generation_prompt": req.add_generation_prompt,
@@ -286,6 +295,7 @@ def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str,
         token_ids=prompt.token_ids,
         sampling_params=sp,
         model=model,
+        token_offsets=prompt.token_offsets,
         reasoning_ended=ended,
         reasoning_parser_kwargs={"chat_template_kwargs": ctk} if settings.reasoning_parser else None,
         parse_context=parse_context,

@@ -23,6 +23,17 @@ def encode_prompt(bundle: ModelBundle, text: str) -> list[int]:
     return encode_text(bundle, text, add_special_tokens=False)
 
 
+def encode_prompt_with_offsets(bundle: ModelBundle, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """:func:`encode_prompt` plus each token's ``(start, end)`` character span in ``text``
+    (``return_token_offsets``)."""
+    backend = _backend(bundle)
+    if backend is None:
+        out = bundle.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(out["input_ids"]), [tuple(o) for o in out["offset_mapping"]]
+    enc = backend.encode(text, add_special_tokens=False)
+    return list(enc.ids), [tuple(o) for o in enc.offsets]
+
+
 def encode_text(bundle: ModelBundle, text: str, *, add_special_tokens: bool) -> list[int]:
     """Token ids of plain text (completions prompts, ``/tokenize``); ``add_special_tokens`` adds
     the tokenizer's BOS/EOS post-processing as ``tokenizer(text, add_special_tokens=...)``."""

@@ -311,3 +311,15 @@ def test_tokenize_and_detokenize(serve):
     assert client.post("/detokenize", json={"tokens": [14990, 1879]}).json() == {"prompt": "hello world"}
     assert error_of(client.post("/detokenize", json={"tokens": [10 ** 8]}))["param"] == "tokens"
     assert error_of(client.post("/tokenize", json={}))["code"] == 400
+
+
+def test_forwarded_prompt_token_ids_and_offsets(serve):
+    """``kv_transfer_params.prompt_token_ids`` (decode-side reuse) replaces templating (validated);
+    ``return_token_offsets`` gives each id's character span in the rendered prompt."""
+    client = serve()
+    out = chat(client, messages=USER, kv_transfer_params={"prompt_token_ids": [1, 2, 3]}).json()
+    assert out["token_ids"] == [1, 2, 3] and out["token_offsets"] is None
+    bad = chat(client, messages=USER, kv_transfer_params={"prompt_token_ids": [10 ** 9]})
+    assert error_of(bad)["param"] == "kv_transfer_params.prompt_token_ids"
+    spans = chat(client, messages=USER, return_token_offsets=True).json()["token_offsets"]
+    assert spans[:4] == [[0, 12], [12, 16], [16, 17], [17, 19]]
