@@ -132,7 +132,7 @@ def normalize(messages: Any, content_format: str = "string") -> Conversation:
         if not isinstance(message, dict):
             raise InvalidRequest("each message must be an object", param=where)
         role = message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise InvalidRequest(
                 f"Unknown role {role!r}: a message's role must be one of {', '.join(sorted(ROLES))}",
                 param=f"{where}.role",

@@ -76,7 +76,9 @@ def _check_logprobs(k: int | None, settings: Settings, param: str) -> None:
                              f"{settings.max_logprobs}", param=param)
 
 
-def _check_ids(bundle: ModelBundle, ids: Sequence[Any], param: str) -> list[int]:
+def _check_ids(bundle: ModelBundle, ids: Any, param: str) -> list[int]:
+    if not isinstance(ids, list):
+        raise InvalidRequest("token ids must be a list of integers", param=param)
     for tid in ids:
         if not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < bundle.vocab_size:
             raise InvalidRequest(f"Token id {tid!r} is out of vocabulary (size {bundle.vocab_size})", param=param)
