@@ -323,3 +323,30 @@ def test_forwarded_prompt_token_ids_and_offsets(serve):
     assert error_of(bad)["param"] == "kv_transfer_params.prompt_token_ids"
     spans = chat(client, messages=USER, return_token_offsets=True).json()["token_offsets"]
     assert spans[:4] == [[0, 12], [12, 16], [16, 17], [17, 19]]
+
+
+def test_template_kwargs_merge_and_reasoning_effort(serve):
+    """Request chat_template_kwargs win over --default-chat-template-kwargs; reasoning_effort reaches
+    the template (gpt-oss writes it into the system message) and parse_context."""
+    client = serve(default_chat_template_kwargs={"enable_thinking": False, "x": 1})
+    out = chat(client, messages=USER, chat_template_kwargs={"enable_thinking": True}).json()
+    assert out["parse_context"]["chat_template_kwargs"]["enable_thinking"] is True
+    assert out["parse_context"]["chat_template_kwargs"]["x"] == 1
+    default = chat(client, messages=USER).json()
+    assert decode(client, default["token_ids"]).endswith("<think>\n\n</think>\n\n")
+    oss = serve(model=model_dir("openai--gpt-oss-20b"))
+    out = chat(oss, messages=USER, reasoning_effort="high").json()
+    assert "Reasoning: high" in decode(oss, out["token_ids"])
+    assert out["parse_context"]["chat_template_kwargs"]["reasoning_effort"] == "high"
+
+
+def test_real_client_leftovers_render(serve):
+    """``developer`` role, ``function_call: null``, ``content: null`` on user turns and the
+    ``name`` on tool messages are accepted as real clients send them."""
+    client = serve()
+    msgs = [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": None},
+            {"role": "assistant", "content": "ok", "function_call": None, "tool_calls": None},
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    r = chat(client, messages=msgs)
+    assert r.status_code == 200, r.text
+    assert "<|im_start|>user\na\nb<|im_end|>" in decode(client, r.json()["token_ids"])
