@@ -103,7 +103,11 @@ def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             raise InvalidRequest("each tool call needs function.name", param=f"{where}.{j}.function")
         args = _parse_arguments(fn.get("arguments"), f"{where}.{j}.function.arguments")
-        text = fn.get("arguments") if isinstance(fn.get("arguments"), str) else json.dumps(args, ensure_ascii=False)
+        text = (
+            fn.get("arguments")
+            if isinstance(fn.get("arguments"), str)
+            else json.dumps(args, ensure_ascii=False)
+        )
         parsed.append({**call, "function": {**fn, "arguments": args}})
         raw.append({**call, "function": {**fn, "arguments": text}})
     return parsed, raw
@@ -113,8 +117,12 @@ def _alias_reasoning(message: dict[str, Any]) -> dict[str, Any]:
     reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
     if reasoning is None:
         return message
-    return {"thinking": reasoning, **message, "reasoning_content": reasoning, "reasoning": message.get(
-        "reasoning", reasoning)}
+    return {
+        "thinking": reasoning,
+        **message,
+        "reasoning_content": reasoning,
+        "reasoning": message.get("reasoning", reasoning),
+    }
 
 
 def normalize(messages: Any, content_format: str = "string") -> Conversation:
@@ -167,7 +175,8 @@ def validate_tools(tools: Any) -> list[dict[str, Any]] | None:
         raise InvalidRequest("tools must be a list", param="tools")
     if not tools:
         raise InvalidRequest(
-            "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely.",
+            "`tools` must not be an empty array. "
+            "Either provide at least one tool or omit the field entirely.",
             param="tools",
         )
     for i, tool in enumerate(tools):

@@ -119,10 +119,19 @@ def _extra_args(req: SamplingRequestFields) -> dict[str, Any] | None:
     return extra or None
 
 
-def build(req: SamplingRequestFields, *, max_tokens: int, logprobs: int | None, bundle: ModelBundle,
-          settings: Settings, skip_special_tokens_default: bool = True) -> dict[str, Any]:
+def build(
+    req: SamplingRequestFields,
+    *,
+    max_tokens: int,
+    logprobs: int | None,
+    bundle: ModelBundle,
+    settings: Settings,
+    skip_special_tokens_default: bool = True,
+) -> dict[str, Any]:
     """The ``sampling_params`` dict (see module docstring for what is emitted)."""
-    sp: dict[str, Any] = {name: float(_server_default(name, req, bundle, d)) for name, d in FLOAT_DEFAULTS.items()}
+    sp: dict[str, Any] = {
+        name: float(_server_default(name, req, bundle, d)) for name, d in FLOAT_DEFAULTS.items()
+    }
     top_k = _server_default("top_k", req, bundle, 0)
     optional = {
         "n": (req.n, 1),

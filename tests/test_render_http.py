@@ -6,17 +6,38 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import model_dir, shared_path
 
 USER = [{"role": "user", "content": "hi"}]
-WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
 PARSERS = dict(reasoning_parser="qwen3", tool_call_parser="hermes", enable_auto_tool_choice=True)
 
-GENERATE_KEYS = ["request_id", "token_ids", "token_offsets", "features", "content_parts", "sampling_params", "model",
-                 "reasoning_ended", "reasoning_parser_kwargs", "return_token_ids", "output_mode", "parse_context",
-                 "stream", "stream_options", "cache_salt", "priority", "kv_transfer_params", "ec_transfer_params"]
+GENERATE_KEYS = [
+    "request_id",
+    "token_ids",
+    "token_offsets",
+    "features",
+    "content_parts",
+    "sampling_params",
+    "model",
+    "reasoning_ended",
+    "reasoning_parser_kwargs",
+    "return_token_ids",
+    "output_mode",
+    "parse_context",
+    "stream",
+    "stream_options",
+    "cache_salt",
+    "priority",
+    "kv_transfer_params",
+    "ec_transfer_params",
+]
 
 
 def bug_case(case_id: str) -> dict:
@@ -50,23 +71,38 @@ def decode(client, ids) -> str:
 def test_chat_render_shape(serve):
     """A plain chat render has every upstream key, in order, with the documented values."""
     client = serve()
-    r = chat(client, messages=USER, request_id="abc", stream=True, stream_options={"include_usage": True},
-             cache_salt="s", priority=3, kv_transfer_params={"do_remote_prefill": True})
+    r = chat(
+        client,
+        messages=USER,
+        request_id="abc",
+        stream=True,
+        stream_options={"include_usage": True},
+        cache_salt="s",
+        priority=3,
+        kv_transfer_params={"do_remote_prefill": True},
+    )
     assert r.status_code == 200, r.text
     out = r.json()
     assert list(out) == GENERATE_KEYS
     assert out["request_id"] == "chatcmpl-abc"
     assert out["token_ids"] == [151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198]
     assert out["output_mode"] == "tokens" and out["model"] == "Qwen/Qwen3-0.6B"
-    assert out["stream"] is True and out["stream_options"] == {"include_usage": True, "continuous_usage_stats": False}
+    assert out["stream"] is True and out["stream_options"] == {
+        "include_usage": True,
+        "continuous_usage_stats": False,
+    }
     assert out["cache_salt"] == "s" and out["priority"] == 3
     assert out["kv_transfer_params"] == {"do_remote_prefill": True}
     assert "extra_args" not in out["sampling_params"]
     assert out["reasoning_ended"] is None and out["reasoning_parser_kwargs"] is None
-    assert out["parse_context"] == {"tools": None, "tool_choice": "none", "parallel_tool_calls": True,
-                                    "include_reasoning": True, "history_tool_call_cnt": 0,
-                                    "chat_template_kwargs": {"add_generation_prompt": True,
-                                                             "continue_final_message": False}}
+    assert out["parse_context"] == {
+        "tools": None,
+        "tool_choice": "none",
+        "parallel_tool_calls": True,
+        "include_reasoning": True,
+        "history_tool_call_cnt": 0,
+        "chat_template_kwargs": {"add_generation_prompt": True, "continue_final_message": False},
+    }
     sp = out["sampling_params"]
     assert sp["output_kind"] == 1 and sp["skip_clone"] is True
     assert sp["max_tokens"] == 40960 - 9
@@ -77,7 +113,11 @@ def test_request_id_defaults_to_uuid(serve):
     """Without a body request_id the id is ``chatcmpl-<uuid hex>`` and streams carry no options."""
     out = chat(serve(), messages=USER).json()
     assert out["request_id"].startswith("chatcmpl-") and len(out["request_id"]) == 9 + 32
-    assert out["stream"] is False and out["stream_options"] is None and out["sampling_params"]["output_kind"] == 2
+    assert (
+        out["stream"] is False
+        and out["stream_options"] is None
+        and out["sampling_params"]["output_kind"] == 2
+    )
 
 
 def test_reasoning_fields_with_parser(serve):
@@ -98,11 +138,27 @@ def test_reasoning_fields_with_parser(serve):
 def test_tools_parse_context_and_history_count(serve):
     """Tools, tool_choice and the history's tool-call count land in parse_context."""
     client = serve(**PARSERS)
-    msgs = [{"role": "user", "content": "weather?"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"A\"}"}},
-                {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"B\"}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "1"}, {"role": "tool", "tool_call_id": "c2", "content": "2"}]
+    msgs = [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "A"}'},
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "B"}'},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "1"},
+        {"role": "tool", "tool_call_id": "c2", "content": "2"},
+    ]
     out = chat(client, messages=msgs, tools=[WEATHER], parallel_tool_calls=False).json()
     ctx = out["parse_context"]
     assert ctx["tools"] == [WEATHER] and ctx["tool_choice"] == "auto" and ctx["parallel_tool_calls"] is False
@@ -114,12 +170,18 @@ def test_tools_parse_context_and_history_count(serve):
 def test_required_and_named_tool_choice_set_json_schema(serve):
     """``required`` / named tool_choice constrain the output with the tools' JSON schema."""
     client = serve(**PARSERS)
-    named = chat(client, messages=USER, tools=[WEATHER],
-                 tool_choice={"type": "function", "function": {"name": "get_weather"}}).json()
+    named = chat(
+        client,
+        messages=USER,
+        tools=[WEATHER],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    ).json()
     assert named["sampling_params"]["structured_outputs"] == {"json": WEATHER["function"]["parameters"]}
     req = chat(client, messages=USER, tools=[WEATHER], tool_choice="required").json()
     schema = req["sampling_params"]["structured_outputs"]["json"]
-    assert schema["type"] == "array" and schema["items"]["anyOf"][0]["properties"]["name"]["enum"] == ["get_weather"]
+    assert schema["type"] == "array" and schema["items"]["anyOf"][0]["properties"]["name"]["enum"] == [
+        "get_weather"
+    ]
 
 
 # ----------------------------------------------------------------------------- bug cases
@@ -153,10 +215,18 @@ def test_br52_history_reasoning_under_either_name(serve, field):
     """BR52: prior-turn reasoning sent as ``reasoning`` or ``reasoning_content`` reaches the template
     (Qwen3 renders reasoning of assistant turns after the last user query)."""
     client = serve()
-    msgs = [{"role": "user", "content": "weather?"},
-            {"role": "assistant", "content": "", field: "I should call the tool.", "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+    msgs = [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": "",
+            field: "I should call the tool.",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
     out = chat(client, messages=msgs).json()
     assert "<think>\nI should call the tool.\n</think>" in decode(client, out["token_ids"])
 
@@ -170,7 +240,9 @@ def test_br58_continue_final_message_with_trailing_whitespace(serve):
     text = decode(client, out.json()["token_ids"])
     assert any(text.endswith(e) for e in case["expected"]["rendered_endswith_one_of"])
     assert not text.endswith("<|eot_id|>")
-    both = chat(client, messages=case["input"]["messages"], continue_final_message=True, add_generation_prompt=True)
+    both = chat(
+        client, messages=case["input"]["messages"], continue_final_message=True, add_generation_prompt=True
+    )
     assert "add_generation_prompt" in error_of(both)["message"]
 
 
@@ -182,9 +254,11 @@ def test_br55_tool_result_as_content_parts(serve):
     text = decode(client, chat(client, messages=msgs).json()["token_ids"])
     assert "<tool_response>\n15°C, partly cloudy\n</tool_response>" in text
     trusted = serve(trust_request_chat_template=True)
-    template = ("{% for m in messages %}{% if m.content is string %}[{{ m.role }}:{{ m.content }}]"
-                "{% else %}{% for p in m.content %}[{{ m.role }}:part:{{ p.text }}]{% endfor %}{% endif %}"
-                "{% endfor %}")
+    template = (
+        "{% for m in messages %}{% if m.content is string %}[{{ m.role }}:{{ m.content }}]"
+        "{% else %}{% for p in m.content %}[{{ m.role }}:part:{{ p.text }}]{% endfor %}{% endif %}"
+        "{% endfor %}"
+    )
     out = chat(trusted, messages=msgs[:1] + msgs[2:], chat_template=template).json()
     assert decode(trusted, out["token_ids"]) == "[user:part:Weather in Beijing?][tool:15°C, partly cloudy]"
 
@@ -217,26 +291,50 @@ def test_br62_unknown_role_is_400(serve):
 # ----------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("body,needle,param", [
-    ({"use_beam_search": True}, "Beam search", "use_beam_search"),
-    ({"stream_options": {"include_usage": True}}, "stream=True", "stream_options"),
-    ({"tools": [WEATHER]}, '"auto" tool choice requires --enable-auto-tool-choice', "tool_choice"),
-    ({"tools": [WEATHER], "tool_choice": "required"}, "requires --tool-call-parser", "tool_choice"),
-    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "does not match",
-     "tool_choice"),
-    ({"tools": []}, "must not be an empty array", "tools"),
-    ({"tool_choice": "required"}, "`tools` must be set", "tool_choice"),
-    ({"chat_template": "{{ 1 }}"}, "untrusted chat template", "chat_template"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
-      "xx": 1}, "text content only", "messages.0.content.0.type"),
-    ({"messages": [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{bad"}}]}]},
-     "not valid JSON", "messages.0.tool_calls.0.function.arguments"),
-    ({"messages": []}, "non-empty", "messages"),
-    ({"top_logprobs": 5}, "logprobs", "top_logprobs"),
-    ({"logprobs": True, "top_logprobs": 21}, "max allowed", "top_logprobs"),
-    ({"max_tokens": 10 ** 9}, "maximum context length", "max_tokens"),
-])
+@pytest.mark.parametrize(
+    "body,needle,param",
+    [
+        ({"use_beam_search": True}, "Beam search", "use_beam_search"),
+        ({"stream_options": {"include_usage": True}}, "stream=True", "stream_options"),
+        ({"tools": [WEATHER]}, '"auto" tool choice requires --enable-auto-tool-choice', "tool_choice"),
+        ({"tools": [WEATHER], "tool_choice": "required"}, "requires --tool-call-parser", "tool_choice"),
+        (
+            {"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+            "does not match",
+            "tool_choice",
+        ),
+        ({"tools": []}, "must not be an empty array", "tools"),
+        ({"tool_choice": "required"}, "`tools` must be set", "tool_choice"),
+        ({"chat_template": "{{ 1 }}"}, "untrusted chat template", "chat_template"),
+        (
+            {
+                "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+                "xx": 1,
+            },
+            "text content only",
+            "messages.0.content.0.type",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{bad"}}
+                        ],
+                    }
+                ]
+            },
+            "not valid JSON",
+            "messages.0.tool_calls.0.function.arguments",
+        ),
+        ({"messages": []}, "non-empty", "messages"),
+        ({"top_logprobs": 5}, "logprobs", "top_logprobs"),
+        ({"logprobs": True, "top_logprobs": 21}, "max allowed", "top_logprobs"),
+        ({"max_tokens": 10**9}, "maximum context length", "max_tokens"),
+    ],
+)
 def test_chat_errors_are_400(serve, body, needle, param):
     """Each bad chat request is a 400 in the upstream shape, with the offending field as param."""
     err = error_of(chat(serve(), **{"messages": USER, **body}))
@@ -256,8 +354,15 @@ def test_validation_errors_and_unknown_model(serve):
 def test_hostile_request_template_is_stopped(serve):
     """A trusted request template that loops forever is stopped by the time budget (400)."""
     client = serve(trust_request_chat_template=True, template_max_seconds=0.3)
-    err = error_of(chat(client, messages=USER, chat_template=(
-        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")))
+    err = error_of(
+        chat(
+            client,
+            messages=USER,
+            chat_template=(
+                "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+            ),
+        )
+    )
     assert "time budget" in err["message"]
 
 
@@ -286,16 +391,19 @@ def test_completion_add_special_tokens_adds_bos(serve):
     assert on[0] == 128000 and on[1:] == off[0]["token_ids"]
 
 
-@pytest.mark.parametrize("body,needle", [
-    ({"prompt": [1, 10 ** 7]}, "out of vocabulary"),
-    ({"prompt": [[1], [-1]]}, "out of vocabulary"),
-    ({"prompt": "x", "suffix": "y"}, "suffix"),
-    ({"prompt": []}, "empty"),
-    ({"prompt": ""}, "empty"),
-    ({"prompt": "x", "use_beam_search": True}, "Beam search"),
-    ({"prompt": "x", "logprobs": 99}, "max allowed"),
-    ({"prompt": "x", "prompt_embeds": "abc"}, "prompt_embeds"),
-])
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        ({"prompt": [1, 10**7]}, "out of vocabulary"),
+        ({"prompt": [[1], [-1]]}, "out of vocabulary"),
+        ({"prompt": "x", "suffix": "y"}, "suffix"),
+        ({"prompt": []}, "empty"),
+        ({"prompt": ""}, "empty"),
+        ({"prompt": "x", "use_beam_search": True}, "Beam search"),
+        ({"prompt": "x", "logprobs": 99}, "max allowed"),
+        ({"prompt": "x", "prompt_embeds": "abc"}, "prompt_embeds"),
+    ],
+)
 def test_completion_errors_are_400(serve, body, needle):
     """Bad completions requests are 400s."""
     assert needle in error_of(serve().post("/v1/completions/render", json=body))["message"]
@@ -305,11 +413,16 @@ def test_tokenize_and_detokenize(serve):
     """/tokenize handles prompts and chat messages (same ids as render); /detokenize inverts."""
     client = serve()
     t = client.post("/tokenize", json={"prompt": "hello world", "return_token_strs": True}).json()
-    assert t == {"count": 2, "max_model_len": 40960, "tokens": [14990, 1879], "token_strs": ["hello", "Ġworld"]}
+    assert t == {
+        "count": 2,
+        "max_model_len": 40960,
+        "tokens": [14990, 1879],
+        "token_strs": ["hello", "Ġworld"],
+    }
     c = client.post("/tokenize", json={"messages": USER}).json()
     assert c["tokens"] == chat(client, messages=USER).json()["token_ids"] and c["token_strs"] is None
     assert client.post("/detokenize", json={"tokens": [14990, 1879]}).json() == {"prompt": "hello world"}
-    assert error_of(client.post("/detokenize", json={"tokens": [10 ** 8]}))["param"] == "tokens"
+    assert error_of(client.post("/detokenize", json={"tokens": [10**8]}))["param"] == "tokens"
     assert error_of(client.post("/tokenize", json={}))["code"] == 400
 
 
@@ -319,7 +432,7 @@ def test_forwarded_prompt_token_ids_and_offsets(serve):
     client = serve()
     out = chat(client, messages=USER, kv_transfer_params={"prompt_token_ids": [1, 2, 3]}).json()
     assert out["token_ids"] == [1, 2, 3] and out["token_offsets"] is None
-    bad = chat(client, messages=USER, kv_transfer_params={"prompt_token_ids": [10 ** 9]})
+    bad = chat(client, messages=USER, kv_transfer_params={"prompt_token_ids": [10**9]})
     assert error_of(bad)["param"] == "kv_transfer_params.prompt_token_ids"
     spans = chat(client, messages=USER, return_token_offsets=True).json()["token_offsets"]
     assert spans[:4] == [[0, 12], [12, 16], [16, 17], [17, 19]]
@@ -344,9 +457,12 @@ def test_real_client_leftovers_render(serve):
     """``developer`` role, ``function_call: null``, ``content: null`` on user turns and the
     ``name`` on tool messages are accepted as real clients send them."""
     client = serve()
-    msgs = [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": None},
-            {"role": "assistant", "content": "ok", "function_call": None, "tool_calls": None},
-            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    msgs = [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": None},
+        {"role": "assistant", "content": "ok", "function_call": None, "tool_calls": None},
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+    ]
     r = chat(client, messages=msgs)
     assert r.status_code == 200, r.text
     assert "<|im_start|>user\na\nb<|im_end|>" in decode(client, r.json()["token_ids"])

@@ -7,17 +7,23 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conftest import shared_path
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from render_helpers import MODEL_FOLDERS, assert_tokens_eq, bundle_for, pin_clock, reference_ids, settings_for
 
-from conftest import shared_path
-from render_service import messages, render
+from render_service import chat_prompt, messages
 from render_service.errors import TemplateRenderError
 from render_service.protocol.chat import ChatCompletionRequest
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 CONVERSATIONS = {
     "single_user": [{"role": "user", "content": "Hello, world!"}],
@@ -29,8 +35,17 @@ CONVERSATIONS = {
     ],
     "tool_call_and_result": [
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "abcDEF123", "type": "function", "function": {
-            "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "abcDEF123",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "abcDEF123", "content": "18°C, sunny"},
     ],
     "reasoning_history": [
@@ -48,9 +63,10 @@ def ours_and_ref(folder: str, msgs: list, tools=None, kwargs=None, **opts):
     """(our ids or exception, reference ids or exception) for one conversation."""
     bundle, s = bundle_for(folder), settings_for(folder)
     req = ChatCompletionRequest.model_validate(
-        {"messages": msgs, "tools": tools, "chat_template_kwargs": kwargs, **opts})
+        {"messages": msgs, "tools": tools, "chat_template_kwargs": kwargs, **opts}
+    )
     try:
-        ours = render.chat_prompt(bundle, s, req, tools).token_ids
+        ours = chat_prompt.chat_prompt(bundle, s, req, tools).token_ids
     except TemplateRenderError as exc:
         ours = exc
     conv = messages.normalize(msgs, bundle.compiled_template.content_format)
@@ -73,7 +89,9 @@ def test_hand_made_conversations_match_transformers(folder, name, monkeypatch):
     if isinstance(ref, Exception):
         assert folder.startswith("deepseek") and name == "tool_call_and_result", ref
         text = bundle.tokenizer.decode(ours)
-        assert '<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris"}\n```' in text
+        assert (
+            '<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris"}\n```' in text
+        )
         assert "<｜tool▁output▁begin｜>18°C, sunny<｜tool▁output▁end｜>" in text
         return
     assert not isinstance(ours, Exception), ours
@@ -100,7 +118,9 @@ def _real_requests():
 def _check_real(folder: str, records: list) -> dict:
     counts = {"same": 0, "both_refuse": 0, "ours_only": 0}
     for rec in records:
-        bundle, ours, ref = ours_and_ref(folder, rec["messages"], rec.get("tools"), rec.get("chat_template_kwargs"))
+        bundle, ours, ref = ours_and_ref(
+            folder, rec["messages"], rec.get("tools"), rec.get("chat_template_kwargs")
+        )
         if isinstance(ref, Exception) and isinstance(ours, Exception):
             counts["both_refuse"] += 1
         elif isinstance(ref, Exception):
@@ -144,12 +164,17 @@ def test_sampled_real_requests(folder, monkeypatch):
 def test_r1_tool_history_renders_where_transformers_fails():
     """R1-Distill: for every real request with tool calls in history transformers 5 fails
     (``content: null`` dropped); ours renders each call's arguments verbatim in the R1 format."""
-    records = [r for r in _real_requests()
-               if any(m.get("tool_calls") and m.get("content") is None for m in r["messages"])][:25]
+    records = [
+        r
+        for r in _real_requests()
+        if any(m.get("tool_calls") and m.get("content") is None for m in r["messages"])
+    ][:25]
     assert len(records) == 25
     bundle = bundle_for("deepseek-ai--DeepSeek-R1-Distill-Qwen-7B")
     for rec in records:
-        _, ours, ref = ours_and_ref("deepseek-ai--DeepSeek-R1-Distill-Qwen-7B", rec["messages"], rec.get("tools"))
+        _, ours, ref = ours_and_ref(
+            "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B", rec["messages"], rec.get("tools")
+        )
         assert isinstance(ref, Exception) and not isinstance(ours, Exception), (rec["id"], ours)
         text = bundle.tokenizer.decode(ours)
         first = next(m for m in rec["messages"] if m.get("tool_calls") and m.get("content") is None)
@@ -158,17 +183,31 @@ def test_r1_tool_history_renders_where_transformers_fails():
 
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40) | st.sampled_from(
-    ["<|im_end|>", "<think>", "</tool_call>", "<|eot_id|>", "[INST]", "<s>", "<|start|>", "<｜User｜>", " ", "\n"])
+    [
+        "<|im_end|>",
+        "<think>",
+        "</tool_call>",
+        "<|eot_id|>",
+        "[INST]",
+        "<s>",
+        "<|start|>",
+        "<｜User｜>",
+        " ",
+        "\n",
+    ]
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(folder=st.sampled_from(MODEL_FOLDERS), parts=st.lists(_TEXT, min_size=1, max_size=4),
-       answer=_TEXT)
+@given(folder=st.sampled_from(MODEL_FOLDERS), parts=st.lists(_TEXT, min_size=1, max_size=4), answer=_TEXT)
 def test_random_contents_match_transformers(folder, parts, answer, monkeypatch):
     """Random unicode and special-token-looking text in user/assistant turns renders identically."""
     pin_clock(monkeypatch)
-    msgs = [{"role": "user", "content": "".join(parts)}, {"role": "assistant", "content": answer},
-            {"role": "user", "content": parts[0]}]
+    msgs = [
+        {"role": "user", "content": "".join(parts)},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": parts[0]},
+    ]
     bundle, ours, ref = ours_and_ref(folder, msgs)
     if isinstance(ref, Exception):
         assert isinstance(ours, Exception)

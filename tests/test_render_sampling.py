@@ -4,7 +4,8 @@ generation_config.json, max_tokens resolution and the stop-string policy."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from render_service import render
 from render_service.errors import ContextLengthExceeded
@@ -30,20 +31,62 @@ def sp_of(qwen, settings=None, **body):
 
 def test_every_field_is_mapped(qwen):
     """Each request sampling field appears under its engine name."""
-    sp = sp_of(qwen, temperature=0.1, top_p=0.5, top_k=5, min_p=0.2, presence_penalty=0.3, frequency_penalty=-0.4,
-               repetition_penalty=1.2, seed=7, n=2, stop_token_ids=[5], ignore_eos=True, min_tokens=3,
-               logprobs=True, top_logprobs=4, prompt_logprobs=2, logit_bias={"11": 1.5}, allowed_token_ids=[1, 2],
-               bad_words=["x"], skip_special_tokens=False, spaces_between_special_tokens=False,
-               include_stop_str_in_output=True, vllm_xargs={"k": "v"}, thinking_token_budget=64, max_tokens=100,
-               structured_outputs={"regex": "a+"})
+    sp = sp_of(
+        qwen,
+        temperature=0.1,
+        top_p=0.5,
+        top_k=5,
+        min_p=0.2,
+        presence_penalty=0.3,
+        frequency_penalty=-0.4,
+        repetition_penalty=1.2,
+        seed=7,
+        n=2,
+        stop_token_ids=[5],
+        ignore_eos=True,
+        min_tokens=3,
+        logprobs=True,
+        top_logprobs=4,
+        prompt_logprobs=2,
+        logit_bias={"11": 1.5},
+        allowed_token_ids=[1, 2],
+        bad_words=["x"],
+        skip_special_tokens=False,
+        spaces_between_special_tokens=False,
+        include_stop_str_in_output=True,
+        vllm_xargs={"k": "v"},
+        thinking_token_budget=64,
+        max_tokens=100,
+        structured_outputs={"regex": "a+"},
+    )
     assert sp == {
-        "presence_penalty": 0.3, "frequency_penalty": -0.4, "repetition_penalty": 1.2, "temperature": 0.1,
-        "top_p": 0.5, "min_p": 0.2, "n": 2, "top_k": 5, "seed": 7, "ignore_eos": True, "min_tokens": 3,
-        "logprobs": 4, "prompt_logprobs": 2, "spaces_between_special_tokens": False,
-        "include_stop_str_in_output": True, "logit_bias": {"11": 1.5}, "allowed_token_ids": [1, 2],
-        "thinking_token_budget": 64, "structured_outputs": {"regex": "a+"}, "extra_args": {"k": "v"},
-        "skip_special_tokens": False, "stop_token_ids": [5], "max_tokens": 100, "output_kind": 2,
-        "skip_clone": True, "bad_words": ["x"], "skip_reading_prefix_cache": False,
+        "presence_penalty": 0.3,
+        "frequency_penalty": -0.4,
+        "repetition_penalty": 1.2,
+        "temperature": 0.1,
+        "top_p": 0.5,
+        "min_p": 0.2,
+        "n": 2,
+        "top_k": 5,
+        "seed": 7,
+        "ignore_eos": True,
+        "min_tokens": 3,
+        "logprobs": 4,
+        "prompt_logprobs": 2,
+        "spaces_between_special_tokens": False,
+        "include_stop_str_in_output": True,
+        "logit_bias": {"11": 1.5},
+        "allowed_token_ids": [1, 2],
+        "thinking_token_budget": 64,
+        "structured_outputs": {"regex": "a+"},
+        "extra_args": {"k": "v"},
+        "skip_special_tokens": False,
+        "stop_token_ids": [5],
+        "max_tokens": 100,
+        "output_kind": 2,
+        "skip_clone": True,
+        "bad_words": ["x"],
+        "skip_reading_prefix_cache": False,
     }
 
 
@@ -72,8 +115,10 @@ def test_response_format_to_structured_outputs(qwen):
 
 
 @settings(max_examples=50, deadline=None)
-@given(requested=st.one_of(st.none(), st.integers(1, 40960)), which=st.sampled_from(["max_tokens",
-                                                                                   "max_completion_tokens"]))
+@given(
+    requested=st.one_of(st.none(), st.integers(1, 40960)),
+    which=st.sampled_from(["max_tokens", "max_completion_tokens"]),
+)
 def test_max_tokens_always_emitted(qwen, requested, which):
     """max_tokens is always present (16 included): the request's value when it fits, the room left
     otherwise; a value that does not fit is a 400 naming the sizes."""
@@ -124,5 +169,7 @@ def test_stream_output_kind(qwen):
 def test_completion_echo_sets_prompt_logprobs(qwen):
     """Completions ``echo`` with ``logprobs`` asks for prompt logprobs too (upstream)."""
     bundle, s = qwen
-    out = render.render_completion(bundle, s, {"prompt": "hi", "echo": True, "logprobs": 2})[0]["sampling_params"]
+    out = render.render_completion(bundle, s, {"prompt": "hi", "echo": True, "logprobs": 2})[0][
+        "sampling_params"
+    ]
     assert out["logprobs"] == 2 and out["prompt_logprobs"] == 2

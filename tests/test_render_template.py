@@ -20,16 +20,20 @@ def render(source: str, msgs=USER, **kw) -> str:
 
 def test_tojson_has_hf_semantics():
     """``tojson`` keeps non-ASCII, honours indent/separators/sort_keys and does not HTML-escape."""
-    out = render("{{ {'b': 'é<>', 'a': 1} | tojson }}|{{ {'b': 1, 'a': 2} | tojson(indent=2, sort_keys=true) }}"
-                 "|{{ [1, 2] | tojson(separators=(',', ':')) }}")
+    out = render(
+        "{{ {'b': 'é<>', 'a': 1} | tojson }}|{{ {'b': 1, 'a': 2} | tojson(indent=2, sort_keys=true) }}"
+        "|{{ [1, 2] | tojson(separators=(',', ':')) }}"
+    )
     assert out == '{"b": "é<>", "a": 1}|{\n  "a": 2,\n  "b": 1\n}|[1,2]'
 
 
 def test_hf_globals_and_blocks():
     """trim/lstrip blocks, loopcontrols, ``{% generation %}``, special-token and dict/namespace globals."""
-    src = ("{{ bos_token }}{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}\n"
-           "  {% generation %}{{ m.content }}{% endgeneration %}{% endfor %}"
-           "{% set ns = namespace(x=1) %}{{ ns.x }}{{ dict(a=1)['a'] }}")
+    src = (
+        "{{ bos_token }}{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}\n"
+        "  {% generation %}{{ m.content }}{% endgeneration %}{% endfor %}"
+        "{% set ns = namespace(x=1) %}{{ ns.x }}{{ dict(a=1)['a'] }}"
+    )
     assert render(src, USER + USER) == "<s>hi11"
 
 
@@ -56,21 +60,27 @@ def test_namespace_refuses_underscore_names():
         render("{% set ns = namespace(_x=1) %}")
 
 
-@pytest.mark.parametrize("source", [
-    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-    "{% set xs = range(100000)|list %}{% for a in xs %}{% for b in xs %}{% endfor %}{% endfor %}",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        "{% set xs = range(100000)|list %}{% for a in xs %}{% for b in xs %}{% endfor %}{% endfor %}",
+    ],
+)
 def test_time_budget_stops_endless_loops(source):
     """Loops that produce nothing and call nothing are still stopped by the time budget."""
     with pytest.raises(TemplateRenderError, match="time budget"):
         render(source, max_seconds=0.3)
 
 
-@pytest.mark.parametrize("source", [
-    "{% for i in range(100000) %}{% for j in range(100000) %}xxxxxxxxxx{% endfor %}{% endfor %}",
-    "{{ 'a' * 100000000 }}",
-    "{{ [1] * 100000000 }}",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{% for i in range(100000) %}{% for j in range(100000) %}xxxxxxxxxx{% endfor %}{% endfor %}",
+        "{{ 'a' * 100000000 }}",
+        "{{ [1] * 100000000 }}",
+    ],
+)
 def test_size_budget_stops_huge_output(source):
     """Huge output (or a huge ``*`` product) is stopped by the size budget."""
     with pytest.raises(TemplateRenderError, match="size budget"):
@@ -91,8 +101,10 @@ def test_timeout_does_not_leak_into_later_work():
         try:
             for _ in range(3):
                 with pytest.raises(TemplateRenderError):
-                    render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-                           max_seconds=0.05)
+                    render(
+                        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                        max_seconds=0.05,
+                    )
                 assert render("{{ messages[0].content }}") == "hi"
         except BaseException as exc:  # surfaced below
             errors.append(exc)
@@ -109,12 +121,15 @@ def test_syntax_error_is_a_400():
         chat_template.compile_template("{% for %}")
 
 
-@pytest.mark.parametrize("source,fmt", [
-    ("{{ messages[0]['content'] }}", "string"),
-    ("{% for part in message['content'] %}{{ part.text }}{% endfor %}", "openai"),
-    ("{% set c = m.content %}{% for p in c %}{{ p }}{% endfor %}", "openai"),
-    ("{% for m in messages %}{{ m.content }}{% endfor %}", "string"),
-])
+@pytest.mark.parametrize(
+    "source,fmt",
+    [
+        ("{{ messages[0]['content'] }}", "string"),
+        ("{% for part in message['content'] %}{{ part.text }}{% endfor %}", "openai"),
+        ("{% set c = m.content %}{% for p in c %}{{ p }}{% endfor %}", "openai"),
+        ("{% for m in messages %}{{ m.content }}{% endfor %}", "string"),
+    ],
+)
 def test_content_format_detection(source, fmt):
     """A template that loops over a message's content (directly or via a variable) is "openai"."""
     assert chat_template.compile_template(source).content_format == fmt
