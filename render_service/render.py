@@ -105,6 +105,7 @@ def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str,
             "when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs"
         )
     _check_logprobs(top_logprobs, settings, "top_logprobs")
+    _check_logprobs(req.prompt_logprobs, settings, "prompt_logprobs")
     tools = messages.validate_tools(req.tools)
     choice = tool_choice.resolve(req.tool_choice, tools, settings)
     template_tools = None if choice == "none" and settings.exclude_tools_when_tool_choice_none else tools
@@ -189,6 +190,7 @@ def render_completion(bundle: ModelBundle, settings: Settings, body: Any) -> lis
     if req.suffix is not None:
         raise InvalidRequest("suffix is not supported for this model", param="suffix")
     _check_logprobs(req.logprobs, settings, "logprobs")
+    _check_logprobs(req.prompt_logprobs, settings, "prompt_logprobs")
     prompts = _completion_prompts(bundle, req)
     explicit = req.max_tokens if "max_tokens" in body else None
     base = f"cmpl-{_base_id(body)}"

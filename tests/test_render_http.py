@@ -466,3 +466,27 @@ def test_real_client_leftovers_render(serve):
     r = chat(client, messages=msgs)
     assert r.status_code == 200, r.text
     assert "<|im_start|>user\na\nb<|im_end|>" in decode(client, r.json()["token_ids"])
+
+
+def test_real_requests_over_http_match_transformers(serve):
+    """Twenty real requests with tools, through the HTTP route with qwen3+hermes configured, give
+    transformers' ids for the normalised conversation."""
+    from render_helpers import bundle_for, reference_ids
+
+    from render_service import messages
+
+    client = serve(model=model_dir("Qwen--Qwen3-0.6B"), **PARSERS)
+    bundle = bundle_for("Qwen--Qwen3-0.6B")
+    with shared_path("data", "chat_requests.jsonl").open(encoding="utf-8") as f:
+        records = [r for r in map(json.loads, f) if r.get("tools")][::15][:20]
+    for rec in records:
+        out = chat(
+            client,
+            messages=rec["messages"],
+            tools=rec["tools"],
+            chat_template_kwargs=rec.get("chat_template_kwargs"),
+        )
+        assert out.status_code == 200, (rec["id"], out.text)
+        conv = messages.normalize(rec["messages"])
+        ref = reference_ids(bundle, conv, rec["tools"], rec.get("chat_template_kwargs") or {})
+        assert out.json()["token_ids"] == ref, rec["id"]
