@@ -163,11 +163,13 @@ def normalize(messages: Any, content_format: str = "string") -> Conversation:
 
 
 def validate_tools(tools: Any) -> list[dict[str, Any]] | None:
-    """Check ``tools`` is ``None`` or a non-empty list of ``{"type": "function", "function":
-    {"name": str, ...}}``; returns it unchanged (templates see the client's schemas verbatim).
+    """Validate ``tools`` and return them in vLLM's shape (``ChatCompletionToolsParam.model_dump()``):
+    ``{"type": "function", "function": {"name", "description", "parameters"[, "strict"]}}`` with
+    ``description``/``parameters`` ``None`` when absent and unknown keys dropped. Templates, and
+    ``parse_context.tools``, see this shape (as upstream; checked against ``vllm launch render``).
 
     Raises:
-        InvalidRequest: empty list (upstream message) or a malformed entry.
+        InvalidRequest: not a list, empty list (upstream message) or a malformed entry.
     """
     if tools is None:
         return None
@@ -179,11 +181,26 @@ def validate_tools(tools: Any) -> list[dict[str, Any]] | None:
             "Either provide at least one tool or omit the field entirely.",
             param="tools",
         )
-    for i, tool in enumerate(tools):
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise InvalidRequest("each tool needs a function with a name", param=f"tools.{i}.function")
-    return tools
+    return [_tool(tool, f"tools.{i}") for i, tool in enumerate(tools)]
+
+
+def _tool(tool: Any, where: str) -> dict[str, Any]:
+    fn = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise InvalidRequest("each tool needs a function with a name", param=f"{where}.function")
+    if tool.get("type", "function") != "function":
+        raise InvalidRequest("only tools of type 'function' are supported", param=f"{where}.type")
+    description, parameters, strict = fn.get("description"), fn.get("parameters"), fn.get("strict")
+    if description is not None and not isinstance(description, str):
+        raise InvalidRequest("function.description must be a string", param=f"{where}.function.description")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise InvalidRequest("function.parameters must be an object", param=f"{where}.function.parameters")
+    if strict is not None and not isinstance(strict, bool):
+        raise InvalidRequest("function.strict must be a boolean", param=f"{where}.function.strict")
+    out: dict[str, Any] = {"name": fn["name"], "description": description, "parameters": parameters}
+    if strict is not None:
+        out["strict"] = strict
+    return {"type": "function", "function": out}
 
 
 def tool_names(tools: list[dict[str, Any]] | None) -> list[str]:

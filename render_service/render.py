@@ -61,7 +61,7 @@ def _generate_request(
     request_id: str,
     token_ids: list[int],
     sampling_params: dict[str, Any],
-    model: str,
+    model: str | None,
     **extra: Any,
 ) -> dict[str, Any]:
     return GenerateRequest(
@@ -92,7 +92,8 @@ def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str,
     if not isinstance(body, dict):
         raise InvalidRequest("request body must be a JSON object")
     req = ChatCompletionRequest.model_validate(body)
-    model = check_model(bundle, req.model)
+    check_model(bundle, req.model)
+    model = req.model  # copied from the request, as upstream (null when absent)
     _check_common(req, body)
     if body.get("continue_final_message") and body.get("add_generation_prompt"):
         raise InvalidRequest(
@@ -185,7 +186,8 @@ def render_completion(bundle: ModelBundle, settings: Settings, body: Any) -> lis
     if body.get("prompt_embeds") is not None:
         raise InvalidRequest("prompt_embeds is not supported by this render service", param="prompt_embeds")
     req = CompletionRequest.model_validate(body)
-    model = check_model(bundle, req.model)
+    check_model(bundle, req.model)
+    model = req.model  # copied from the request, as upstream (null when absent)
     _check_common(req, body)
     if req.suffix is not None:
         raise InvalidRequest("suffix is not supported for this model", param="suffix")

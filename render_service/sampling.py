@@ -7,8 +7,8 @@ and ``get_max_tokens``, with three deliberate differences:
   generates up to the context limit; upstream-render-api.md §10 obs. 2).
 * an explicit ``max_tokens`` / ``max_completion_tokens`` that does not fit beside the prompt is a
   400 naming both numbers (vLLM #33418 / BR61) instead of being silently cut.
-* ``stop`` strings are left out unless ``Settings.keep_stop_strings`` (tokens-only engines reject
-  them; derender enforces them).
+* ``stop`` strings are left out (``"stop": []``) unless ``Settings.keep_stop_strings`` (tokens-only
+  engines reject them; derender enforces them).
 
 Serialisation follows the upstream capture (§10 obs. 1): float fields always, int/bool fields only
 when they differ from the ``SamplingParams`` struct default, ``max_tokens`` always.
@@ -154,8 +154,8 @@ def build(
     for name, (value, default) in optional.items():
         if value is not None and value != default:
             sp[name] = value
-    if settings.keep_stop_strings:
-        sp["stop"] = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    sp["stop"] = stop if settings.keep_stop_strings else []
     sp["stop_token_ids"] = list(req.stop_token_ids or [])
     sp["max_tokens"] = max_tokens
     sp["output_kind"] = OUTPUT_KIND_DELTA if req.stream else OUTPUT_KIND_FINAL_ONLY

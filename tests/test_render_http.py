@@ -86,7 +86,7 @@ def test_chat_render_shape(serve):
     assert list(out) == GENERATE_KEYS
     assert out["request_id"] == "chatcmpl-abc"
     assert out["token_ids"] == [151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198]
-    assert out["output_mode"] == "tokens" and out["model"] == "Qwen/Qwen3-0.6B"
+    assert out["output_mode"] == "tokens" and out["model"] is None
     assert out["stream"] is True and out["stream_options"] == {
         "include_usage": True,
         "continuous_usage_stats": False,
@@ -161,7 +161,9 @@ def test_tools_parse_context_and_history_count(serve):
     ]
     out = chat(client, messages=msgs, tools=[WEATHER], parallel_tool_calls=False).json()
     ctx = out["parse_context"]
-    assert ctx["tools"] == [WEATHER] and ctx["tool_choice"] == "auto" and ctx["parallel_tool_calls"] is False
+    assert ctx["tools"] == [{"type": "function", "function": {**WEATHER["function"], "description": None}}]
+    assert ctx["tool_choice"] == "auto"
+    assert ctx["parallel_tool_calls"] is False
     assert ctx["history_tool_call_cnt"] == 2
     text = decode(client, out["token_ids"])
     assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "A"}}\n</tool_call>' in text
@@ -488,5 +490,30 @@ def test_real_requests_over_http_match_transformers(serve):
         )
         assert out.status_code == 200, (rec["id"], out.text)
         conv = messages.normalize(rec["messages"])
-        ref = reference_ids(bundle, conv, rec["tools"], rec.get("chat_template_kwargs") or {})
+        tools = messages.validate_tools(rec["tools"])
+        ref = reference_ids(bundle, conv, tools, rec.get("chat_template_kwargs") or {})
         assert out.json()["token_ids"] == ref, rec["id"]
+
+
+def test_tools_take_vllm_shape(serve):
+    """Tools reach the template and parse_context in vLLM's shape: unknown keys (BFCL's
+    ``response``) dropped, absent description/parameters as null, ``strict`` kept when given."""
+    client = serve(**PARSERS)
+    tools = [
+        {"type": "function", "function": {"name": "a", "response": {"x": 1}}, "extra": 2},
+        {"function": {"name": "b", "description": "d", "parameters": {"type": "object"}, "strict": True}},
+    ]
+    out = chat(client, messages=USER, tools=tools).json()
+    assert out["parse_context"]["tools"] == [
+        {"type": "function", "function": {"name": "a", "description": None, "parameters": None}},
+        {
+            "type": "function",
+            "function": {"name": "b", "description": "d", "parameters": {"type": "object"}, "strict": True},
+        },
+    ]
+    text = decode(client, out["token_ids"])
+    assert '{"type": "function", "function": {"name": "a", "description": null, "parameters": null}}' in text
+    bad = chat(
+        client, messages=USER, tools=[{"type": "function", "function": {"name": "a", "parameters": "x"}}]
+    )
+    assert error_of(bad)["param"] == "tools.0.function.parameters"

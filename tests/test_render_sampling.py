@@ -81,6 +81,7 @@ def test_every_field_is_mapped(qwen):
         "structured_outputs": {"regex": "a+"},
         "extra_args": {"k": "v"},
         "skip_special_tokens": False,
+        "stop": [],
         "stop_token_ids": [5],
         "max_tokens": 100,
         "output_kind": 2,
@@ -155,7 +156,7 @@ def test_max_new_tokens_default(tmp_path):
 def test_stop_strings_policy(qwen):
     """``stop`` strings are left out by default and kept with keep_stop_strings."""
     bundle, _ = qwen
-    assert "stop" not in sp_of(qwen, stop=["END"])
+    assert sp_of(qwen, stop=["END"])["stop"] == []
     keep = Settings(keep_stop_strings=True)
     assert sp_of(qwen, keep, stop="END")["stop"] == ["END"]
 
