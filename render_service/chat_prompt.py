@@ -144,6 +144,13 @@ def render_chat_text(
         return chat_template.render(ct, conv.compat, **options)
 
 
+def conversation(ct: chat_template.CompiledTemplate, settings: Settings, raw: Any) -> messages.Conversation:
+    """The request's messages normalised for template ``ct`` (content format per
+    ``--chat-template-content-format``, developer role as the template supports it)."""
+    fmt = settings.chat_template_content_format
+    return messages.normalize(raw, ct.content_format if fmt == "auto" else fmt, ct.supports_developer)
+
+
 def chat_prompt(
     bundle: ModelBundle, settings: Settings, req: ChatCompletionRequest, tools: list[dict[str, Any]] | None
 ) -> ChatPrompt:
@@ -154,8 +161,7 @@ def chat_prompt(
     """
     kwargs = template_kwargs(req, settings)
     ct = _compiled(bundle, settings, req)
-    fmt = settings.chat_template_content_format
-    conv = messages.normalize(req.messages, ct.content_format if fmt == "auto" else fmt)
+    conv = conversation(ct, settings, req.messages)
     forwarded = (req.kv_transfer_params or {}).get("prompt_token_ids")
     offsets = None
     if forwarded is not None:

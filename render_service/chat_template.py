@@ -252,12 +252,15 @@ class CompiledTemplate:
         template: the compiled ``jinja2.Template``.
         content_format: ``"string"`` or ``"openai"`` (see :func:`detect_content_format`).
         special_tokens: ``bos_token``, ``eos_token`` ... (the tokenizer's ``special_tokens_map``).
+        supports_developer: the template names the ``"developer"`` role (else developer messages
+            are rendered as system messages, as vLLM).
     """
 
     source: str
     template: jinja2.Template
     content_format: str
     special_tokens: dict[str, Any]
+    supports_developer: bool = False
 
 
 def compile_template(source: str, special_tokens: dict[str, Any] | None = None) -> CompiledTemplate:
@@ -271,7 +274,13 @@ def compile_template(source: str, special_tokens: dict[str, Any] | None = None) 
         template = env.from_string(source)
     except jinja2.TemplateError as exc:
         raise TemplateRenderError(f"chat template does not compile: {exc}", param="chat_template") from None
-    return CompiledTemplate(source, template, detect_content_format(env, source), dict(special_tokens or {}))
+    return CompiledTemplate(
+        source,
+        template,
+        detect_content_format(env, source),
+        dict(special_tokens or {}),
+        '"developer"' in source or "'developer'" in source,
+    )
 
 
 def _generate(ct: CompiledTemplate, variables: dict[str, Any], max_chars: int) -> str:

@@ -12,6 +12,8 @@ faults real clients hit:
   string is parsed to a mapping (as vLLM: templates expect a mapping); invalid JSON → 400.
 * Roles: ``system``, ``developer``, ``user``, ``assistant``, ``tool``, ``function``; anything
   else → 400 (vLLM #53071 / BR62).
+* ``developer`` messages become ``system`` messages when the template does not know the role, and
+  system messages are then merged into one first message (``"\n\n"``-joined), as vLLM 0.33.
 * Prior reasoning under ``reasoning`` / ``reasoning_content`` / ``thinking`` is given to the
   template under all three names (transformers' aliasing; BR52).
 
@@ -125,8 +127,33 @@ def _alias_reasoning(message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def normalize(messages: Any, content_format: str = "string") -> Conversation:
-    """Validate and normalise an OpenAI ``messages`` list (see module docstring).
+def _system_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and "text" in p)
+    return content or ""
+
+
+def developer_as_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rename ``developer`` to ``system`` (dropping a developer ``tools`` key); when a system
+    message is then not first, or there are several, merge them into one first message."""
+    if not any(m.get("role") == "developer" for m in messages):
+        return messages
+    out = [
+        {**{k: v for k, v in m.items() if k != "tools"}, "role": "system"}
+        if m.get("role") == "developer"
+        else m
+        for m in messages
+    ]
+    positions = [i for i, m in enumerate(out) if m["role"] == "system"]
+    if positions in ([], [0]):
+        return out
+    texts = [t for t in (_system_text(out[i].get("content")) for i in positions) if t]
+    return [{"role": "system", "content": "\n\n".join(texts)}, *(m for m in out if m["role"] != "system")]
+
+
+def normalize(messages: Any, content_format: str = "string", developer_role: bool = True) -> Conversation:
+    """Validate and normalise an OpenAI ``messages`` list (see module docstring);
+    ``developer_role=False`` applies :func:`developer_as_system`.
 
     Raises:
         InvalidRequest: not a non-empty list of objects, unknown role, unsupported content part,
@@ -159,6 +186,8 @@ def normalize(messages: Any, content_format: str = "string") -> Conversation:
         if raw_calls is not None:
             kept["tool_calls"] = raw_calls
         compat.append(_alias_reasoning(kept))
+    if not developer_role:
+        primary, compat = developer_as_system(primary), developer_as_system(compat)
     return Conversation(primary, compat, count)
 
 

@@ -475,7 +475,8 @@ def test_real_requests_over_http_match_transformers(serve):
     transformers' ids for the normalised conversation."""
     from render_helpers import bundle_for, reference_ids
 
-    from render_service import messages
+    from render_service import chat_prompt, messages
+    from render_service.settings import Settings
 
     client = serve(model=model_dir("Qwen--Qwen3-0.6B"), **PARSERS)
     bundle = bundle_for("Qwen--Qwen3-0.6B")
@@ -489,7 +490,7 @@ def test_real_requests_over_http_match_transformers(serve):
             chat_template_kwargs=rec.get("chat_template_kwargs"),
         )
         assert out.status_code == 200, (rec["id"], out.text)
-        conv = messages.normalize(rec["messages"])
+        conv = chat_prompt.conversation(bundle.compiled_template, Settings(), rec["messages"])
         tools = messages.validate_tools(rec["tools"])
         ref = reference_ids(bundle, conv, tools, rec.get("chat_template_kwargs") or {})
         assert out.json()["token_ids"] == ref, rec["id"]
@@ -517,3 +518,20 @@ def test_tools_take_vllm_shape(serve):
         client, messages=USER, tools=[{"type": "function", "function": {"name": "a", "parameters": "x"}}]
     )
     assert error_of(bad)["param"] == "tools.0.function.parameters"
+
+
+def test_developer_role_becomes_system_where_template_lacks_it(serve):
+    """Qwen3's template has no developer role: developer messages render as the system message,
+    merged with other system messages into the first one (vLLM 0.33 behaviour)."""
+    client = serve()
+    msgs = [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "Late rule."},
+        {"role": "user", "content": "again"},
+    ]
+    text = decode(client, chat(client, messages=msgs).json()["token_ids"])
+    assert text.startswith("<|im_start|>system\nBe brief.\n\nLate rule.<|im_end|>\n<|im_start|>user\nhi")
+    oss = serve(model=model_dir("openai--gpt-oss-20b"))
+    text = decode(oss, chat(oss, messages=msgs[:2]).json()["token_ids"])
+    assert "<|start|>developer<|message|># Instructions\n\nBe brief." in text

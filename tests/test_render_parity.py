@@ -71,7 +71,7 @@ def ours_and_ref(folder: str, msgs: list, tools=None, kwargs=None, **opts):
         ours = chat_prompt.chat_prompt(bundle, s, req, tools).token_ids
     except TemplateRenderError as exc:
         ours = exc
-    conv = messages.normalize(msgs, bundle.compiled_template.content_format)
+    conv = chat_prompt.conversation(bundle.compiled_template, s, msgs)
     add_gen = req.add_generation_prompt and not req.continue_final_message
     try:
         ref = reference_ids(bundle, conv, tools, kwargs or {}, add_gen, req.continue_final_message)
