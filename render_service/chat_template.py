@@ -349,7 +349,7 @@ def _run_budgeted(ct: CompiledTemplate, variables: dict[str, Any], max_seconds: 
     except MemoryError:
         raise TemplateRenderError("chat template ran out of memory") from None
     except TemplateRaised as exc:
-        raise TemplateRenderError(f"chat template refused the request: {exc}") from None
+        raise TemplateRenderError(str(exc)) from None
     except jinja2.exceptions.SecurityError as exc:
         raise TemplateRenderError(f"chat template sandbox violation: {exc}") from None
     except (
