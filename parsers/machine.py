@@ -30,6 +30,7 @@ class _Mode:
     regex: re.Pattern[str] | None
     names: dict[str, str]
     prefixes: frozenset[str]
+    longest: int
 
 
 _COMPILED: dict[int, tuple[FormatSpec, dict[str, _Mode]]] = {}
@@ -45,7 +46,7 @@ def _compile(spec: FormatSpec) -> dict[str, _Mode]:
         texts = sorted(names, key=len, reverse=True)
         regex = re.compile("|".join(map(re.escape, texts))) if texts else None
         prefixes = frozenset(t[:i] for t in texts for i in range(1, len(t)))
-        table[mode] = _Mode(regex, names, prefixes)
+        table[mode] = _Mode(regex, names, prefixes, max(map(len, prefixes), default=0))
     _COMPILED[id(spec)] = (spec, table)
     return table
 
@@ -76,7 +77,7 @@ def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -
             continue
         info = table[mode]
         match = info.regex.search(buf, pos) if info.regex else None
-        end = match.start() if match else len(buf) - (0 if final else _partial(buf, pos, info.prefixes))
+        end = match.start() if match else len(buf) - (0 if final else _partial(buf, pos, info))
         broke = _emit_text(spec, st, buf[pos:end], out)
         if broke is not None:
             pos += broke
@@ -102,13 +103,10 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     return out
 
 
-def _partial(buf: str, pos: int, prefixes: frozenset[str]) -> int:
+def _partial(buf: str, pos: int, info: _Mode) -> int:
     """Length of the longest suffix of ``buf[pos:]`` that is a proper prefix of a marker."""
-    if not prefixes:
-        return 0
-    longest = max(map(len, prefixes))
-    for size in range(min(longest, len(buf) - pos), 0, -1):
-        if buf[len(buf) - size :] in prefixes:
+    for size in range(min(info.longest, len(buf) - pos), 0, -1):
+        if buf[len(buf) - size :] in info.prefixes:
             return size
     return 0
 
@@ -144,7 +142,7 @@ def _sink(sink: str, st: dict[str, Any], text: str, out: list[Event]) -> None:
 def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, out: list[Event]) -> None:
     """Switch mode: release the hold if asked, start a body or keep the marker text."""
     if tr.release is not None and st["hold"]:
-        _sink(tr.release, st, st["hold"], out)
+        _sink(tr.release, st, st["hold"], out)  # "drop" discards
         st["hold"] = ""
     st["mode"] = tr.to
     sink = spec.modes[tr.to]

@@ -100,12 +100,15 @@ class Parser:
         self, state: dict[str, Any], text: str, token_ids: Sequence[int] = ()
     ) -> tuple[dict[str, Any], list[Delta]]:
         """One chunk of new text (markers as text); ``token_ids`` are accepted but markers are
-        matched on text. Returns the new state (the same dict, updated) and 0 or 1 deltas."""
-        return state, self._step(state, text, final=False)
+        matched on text. Returns a new state (the argument is not modified) and 0 or 1 deltas.
+        Cost: O(len(text) + held-back text); copying the state is O(its size), which is flat."""
+        new = _copy_state(state)
+        return new, self._step(new, text, final=False)
 
     def finish(self, state: dict[str, Any]) -> tuple[dict[str, Any], list[Delta]]:
         """End of stream: flush held partial markers, held calls and withheld arguments."""
-        return state, self._step(state, "", final=True)
+        new = _copy_state(state)
+        return new, self._step(new, "", final=True)
 
     def parse(
         self,
@@ -174,6 +177,17 @@ class Parser:
         if final and tspec is not None:
             events += machine.finish(tspec, st["t"])
         return _to_deltas(events, st["ir"], st["pt"])
+
+
+def _copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Copy the mutable levels (phase states and body states) so steps stay pure."""
+    new = dict(state)
+    for phase in ("r", "t"):
+        if new.get(phase) is not None:
+            new[phase] = dict(new[phase])
+            if new[phase]["body"] is not None:
+                new[phase]["body"] = dict(new[phase]["body"])
+    return new
 
 
 def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool) -> list[Delta]:

@@ -25,6 +25,22 @@ Example (a minimal ``<think>`` reasoning format)::
         transitions={("R", "START"): Transition("R"), ("R", "END"): Transition("C")},
         initial_mode="R", reasoning_modes=frozenset({"R"}),
     )
+
+Adding a family (see ``formats/hermes.py`` and ``formats/qwen3.py``):
+
+1. Write ``parsers/formats/<family>.py`` exposing ``SPEC``; reuse a factory when one fits
+   (``formats.think.think_spec`` for ``<think>``-style reasoning, ``formats.hermes.hermes_spec``
+   for ``<tag>{json}</tag>`` calls), else build a ``FormatSpec`` as above.
+2. Tool formats route call bodies to a ``"body"`` mode; write at most one ``BodyHandler``
+   (``parsers.jsoncalls.JsonCalls`` covers JSON objects/arrays) with ``body_end_mode`` (where
+   text after a call goes: ``"drop"`` or ``"content"`` sink) and ``reject_mode``.
+3. Register the vLLM name in ``parsers/__init__.py`` (``_REASONING`` / ``_TOOL``).
+4. Run ``python -m parsers.conformance ../shared/cases/parser_cases.jsonl --parser NAME``;
+   record deliberate differences in ``parsers/conformance_overrides.json`` with a reason.
+
+Rules the engine guarantees for every spec: markers split over chunks are found (the
+partial tail is held back, at most the longest marker length - 1 chars, and flushed as text
+at finish); the batch result is the joined stream; state stays a small JSON dict.
 """
 
 from __future__ import annotations
@@ -77,12 +93,13 @@ class Transition:
         keep: send the marker text to the *next* mode's sink instead of dropping it
             (body modes always receive it via ``BodyHandler.start``).
         release: before switching, release ``state["hold"]`` as ``"content"`` or
-            ``"reasoning"``.
+            ``"reasoning"``, or discard it (``"drop"``, e.g. whitespace-only content held
+            until a tool call shows it is not wanted).
     """
 
     to: str
     keep: bool = False
-    release: Literal["content", "reasoning"] | None = None
+    release: Literal["content", "reasoning", "drop"] | None = None
 
 
 #: Chooses the initial mode of a reasoning spec from ``chat_template_kwargs`` and the last

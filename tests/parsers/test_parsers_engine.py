@@ -134,3 +134,20 @@ def test_invalid_specs_fail_at_construction(kwargs, message):
     )
     with pytest.raises(ValueError, match=message):
         FormatSpec(**(base | kwargs))
+
+
+def test_release_drop_discards_the_hold():
+    """`release="drop"` throws held text away (e.g. whitespace-only content before a call)."""
+    spec = FormatSpec(
+        name="ws",
+        kind="tool",
+        markers={"CALL": "<c>"},
+        modes={"W": HOLD, "C": CONTENT, "D": DROP},
+        transitions={("W", "CALL"): Transition("D", release="drop"), ("C", "CALL"): Transition("D")},
+        initial_mode="W",
+        break_on_text={"W": Transition("C", release="content")},
+        finish_release={"W": CONTENT},
+    )
+    assert run(spec, [" \n", "<c>x"])[0] == []
+    assert joined(run(spec, [" \n", "hi<c>x"])[0], "content") == " \nhi"
+    assert joined(run(spec, [" \n"])[0], "content") == " \n"

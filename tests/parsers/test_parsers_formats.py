@@ -194,3 +194,14 @@ def test_reasoning_ended_tracks_the_stream():
     assert p.reasoning_ended(state) is False
     state, _ = p.feed(state, "x</think>")
     assert p.reasoning_ended(state) is True
+
+
+def test_feed_does_not_modify_its_argument():
+    """feed/finish are pure: the state passed in is unchanged, so a retried chunk is safe."""
+    p = parsers.get_parser("qwen3", "hermes")
+    state = p.start(ParseContext(tools=TOOLS), None)
+    state, _ = p.feed(state, 'r</think>x<tool_call>{"name": "A", "arguments": {"k": "v')
+    before = json.dumps(state, sort_keys=True)
+    p.feed(state, '"}}</tool_call>')
+    p.finish(state)
+    assert json.dumps(state, sort_keys=True) == before

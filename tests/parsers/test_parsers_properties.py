@@ -168,3 +168,32 @@ def test_state_size_flat_after_streamed_arguments():
     short = _state_size(None, "hermes", head + "x" * 100)
     long = _state_size(None, "hermes", head + "x" * 5000)
     assert long == short
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b_c", "é"]), json_args), min_size=1, max_size=3),
+    st.sampled_from([None, 2]),
+    st.data(),
+)
+def test_guided_required_array_any_split(calls, indent, data):
+    """tool_choice=required: the guided JSON array gives each call's name and parameters, and
+    any chunking streams the same result as the batch parse."""
+    text = json.dumps([{"name": n, "parameters": a} for n, a in calls], indent=indent, ensure_ascii=False)
+    p = parsers.get_parser(None, "hermes")
+    ctx = ParseContext(tools=TOOLS, tool_choice="required")
+    deltas, streamed, _ = run_stream(p, ctx, data.draw(split(text)), roundtrip=True)
+    assert streamed == p.parse(ctx, None, text) and call_delta_problems(deltas) == []
+    assert [(c.name, json.loads(c.arguments)) for c in streamed.tool_calls] == calls
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_args, st.sampled_from(["", " ", "\n"]), st.data())
+def test_guided_named_any_split(args, pad, data):
+    """A named tool_choice streams the bare arguments object as that function's arguments."""
+    text = pad + json.dumps(args, ensure_ascii=False) + pad
+    p = parsers.get_parser(None, "hermes")
+    ctx = ParseContext(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "f"}})
+    deltas, streamed, _ = run_stream(p, ctx, data.draw(split(text)), roundtrip=True)
+    assert streamed == p.parse(ctx, None, text) and call_delta_problems(deltas) == []
+    assert [(c.name, json.loads(c.arguments)) for c in streamed.tool_calls] == [("f", args)]
