@@ -191,8 +191,9 @@ def chat_prompt(
 # parsers
 
 
-def _parser(bundle: ModelBundle, settings: Settings) -> Any:
-    if not settings.reasoning_parser:
+def parser_for(bundle: ModelBundle, settings: Settings) -> Any:
+    """The configured ``parsers.Parser`` (built once per model and parser names), or ``None``."""
+    if not settings.reasoning_parser and not settings.tool_call_parser:
         return None
     key = (bundle.root, bundle.vocab_size, settings.reasoning_parser, settings.tool_call_parser)
     if key not in _PARSERS:
@@ -204,14 +205,22 @@ def _parser(bundle: ModelBundle, settings: Settings) -> Any:
     return _PARSERS[key]
 
 
+def tool_output_is_guided_json(bundle: ModelBundle, settings: Settings) -> bool:
+    """Whether ``required``/named tool choices are parsed as vLLM's guided JSON (so render must
+    constrain the output with the JSON schema) rather than in the tool format's native syntax."""
+    parser = parser_for(bundle, settings)
+    tool = getattr(parser, "tool", None)
+    return tool is not None and bool(getattr(tool, "guided_json", True))
+
+
 def reasoning_ended(
     bundle: ModelBundle, settings: Settings, parse_context: dict[str, Any], token_ids: Sequence[int]
 ) -> bool | None:
     """``None`` without a reasoning parser; ``True`` when reasoning is hidden
     (``include_reasoning=false``) or the prompt already closed it; else the parser's verdict on
     the prompt (PARSER_API.md ``start`` + ``reasoning_ended``)."""
-    parser = _parser(bundle, settings)
-    if parser is None:
+    parser = parser_for(bundle, settings)
+    if parser is None or not settings.reasoning_parser:
         return None
     if not parse_context["include_reasoning"]:
         return True

@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 from . import messages, sampling, tokenization, tool_choice
-from .chat_prompt import chat_prompt, check_ids, reasoning_ended
+from .chat_prompt import chat_prompt, check_ids, reasoning_ended, tool_output_is_guided_json
 from .errors import InvalidRequest
 from .models import ModelBundle, check_model
 from .protocol.chat import ChatCompletionRequest
@@ -115,7 +115,7 @@ def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str,
     requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     max_tokens = sampling.resolve_max_tokens(requested, len(prompt.token_ids), bundle)
     forced = tool_choice.forced_schema(choice, tools, req.parallel_tool_calls)
-    if forced is not None and settings.tool_call_parser:
+    if forced is not None and tool_output_is_guided_json(bundle, settings):
         req = req.model_copy(update={"structured_outputs": {"json": forced}, "response_format": None})
     parser_adjusts = bool(settings.reasoning_parser) or bool(
         settings.tool_call_parser and tools and choice != "none"
