@@ -3,9 +3,8 @@
 * default: ``"auto"`` when ``tools`` are given, else ``"none"``;
 * ``"auto"`` needs ``--enable-auto-tool-choice`` and ``--tool-call-parser`` (upstream message);
 * ``"required"`` and named choices need ``--tool-call-parser``; a named tool must be in ``tools``;
-* ``"required"``/named set ``structured_outputs.json`` to the calls' schema when the tool format is parsed as
-  guided JSON (tool parser
-  ``adjust_request``), replacing ``response_format``.
+* ``"required"``/named set ``structured_outputs.json`` to the calls' schema (tool parser
+  ``adjust_request``), replacing ``response_format``, when the tool format parses guided JSON.
 """
 
 from __future__ import annotations
