@@ -535,3 +535,24 @@ def test_developer_role_becomes_system_where_template_lacks_it(serve):
     oss = serve(model=model_dir("openai--gpt-oss-20b"))
     text = decode(oss, chat(oss, messages=msgs[:2]).json()["token_ids"])
     assert "<|start|>developer<|message|># Instructions\n\nBe brief." in text
+
+
+def test_content_format_and_tool_exclusion_flags(serve):
+    """--chat-template-content-format openai gives parts to the template; with
+    --exclude-tools-when-tool-choice-none a ``tool_choice: none`` request renders without tools."""
+    template = (
+        "{% for m in messages %}{% for p in m.content %}<{{ p.text }}>{% endfor %}{% endfor %}{{ tools }}"
+    )
+    client = serve(trust_request_chat_template=True, chat_template_content_format="openai")
+    out = chat(client, messages=[{"role": "user", "content": "a"}], chat_template=template).json()
+    assert decode(client, out["token_ids"]) == "<a>None"
+    tools_client = serve(exclude_tools_when_tool_choice_none=True)
+    text = decode(
+        tools_client,
+        chat(tools_client, messages=USER, tools=[WEATHER], tool_choice="none").json()["token_ids"],
+    )
+    assert "<tools>" not in text
+    text = decode(
+        client, chat(serve(), messages=USER, tools=[WEATHER], tool_choice="none").json()["token_ids"]
+    )
+    assert "<tools>" in text

@@ -217,3 +217,41 @@ def test_random_contents_match_transformers(folder, parts, answer, monkeypatch):
         return
     assert not isinstance(ours, Exception), ours
     assert_tokens_eq(bundle, ours, ref)
+
+
+_ARGS = st.dictionaries(
+    st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=6),
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10) | st.lists(st.integers(), max_size=3),
+    max_size=3,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    folder=st.sampled_from(["Qwen--Qwen3-0.6B", "meta-llama--Llama-3.1-8B-Instruct", "openai--gpt-oss-20b"]),
+    args=_ARGS,
+    result=_TEXT,
+)
+def test_random_tool_call_arguments_match_transformers(folder, args, result, monkeypatch):
+    """Tool-call arguments sent as a JSON string (any keys/values, unicode) are parsed and render
+    identically to transformers given the parsed mapping."""
+    pin_clock(monkeypatch)
+    msgs = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "abcDEF123",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": json.dumps(args)},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "abcDEF123", "content": result},
+    ]
+    bundle, ours, ref = ours_and_ref(folder, msgs, [WEATHER])
+    assert not isinstance(ref, Exception), ref
+    assert not isinstance(ours, Exception), ours
+    assert_tokens_eq(bundle, ours, ref)
