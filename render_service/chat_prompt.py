@@ -184,6 +184,11 @@ def chat_prompt(
             ids = tokenization.encode_prompt(bundle, text)
     if not ids:
         raise InvalidRequest("No token_ids rendered", param="messages")
+    if req.truncate_prompt_tokens is not None:
+        ids = tokenization.truncate(
+            ids, req.truncate_prompt_tokens, req.truncation_side, bundle.max_model_len
+        )
+        offsets = None
     return ChatPrompt(ids, kwargs, conv.tool_call_count, offsets)
 
 

@@ -156,6 +156,14 @@ def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str,
 
 
 def _completion_prompts(bundle: ModelBundle, req: CompletionRequest) -> list[list[int]]:
+    prompts = _completion_prompt_ids(bundle, req)
+    return [
+        tokenization.truncate(ids, req.truncate_prompt_tokens, req.truncation_side, bundle.max_model_len)
+        for ids in prompts
+    ]
+
+
+def _completion_prompt_ids(bundle: ModelBundle, req: CompletionRequest) -> list[list[int]]:
     prompt = req.prompt
     if isinstance(prompt, str):
         return [tokenization.encode_text(bundle, prompt, add_special_tokens=req.add_special_tokens)]

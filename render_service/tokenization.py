@@ -51,3 +51,14 @@ def decode(bundle: ModelBundle, ids: Sequence[int]) -> str:
 def token_strings(bundle: ModelBundle, ids: Sequence[int]) -> list[str]:
     """Vocabulary strings of ``ids`` (``convert_ids_to_tokens``)."""
     return [str(t) for t in bundle.tokenizer.convert_ids_to_tokens(list(ids))]
+
+
+def truncate(ids: list[int], limit: int | None, side: str | None, max_model_len: int) -> list[int]:
+    """``truncate_prompt_tokens``: keep ``limit`` ids (``-1`` = ``max_model_len``) — the last ones
+    (``side`` ``"left"``, the default) or the first ones (``"right"``); ``None`` keeps all."""
+    if limit is None:
+        return ids
+    keep = max_model_len if limit == -1 else limit
+    if len(ids) <= keep:
+        return ids
+    return ids[:keep] if side == "right" else ids[len(ids) - keep :]

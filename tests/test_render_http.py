@@ -556,3 +556,23 @@ def test_content_format_and_tool_exclusion_flags(serve):
         client, chat(serve(), messages=USER, tools=[WEATHER], tool_choice="none").json()["token_ids"]
     )
     assert "<tools>" in text
+
+
+def test_truncate_prompt_tokens(serve):
+    """``truncate_prompt_tokens`` keeps the last N ids (or the first N with truncation_side right);
+    -1 means max_model_len; a prompt then fits that would not have."""
+    client = serve(max_model_len=64)
+    ids = list(range(100, 200))
+    left = client.post("/v1/completions/render", json={"prompt": ids, "truncate_prompt_tokens": 10}).json()[0]
+    assert left["token_ids"] == ids[-10:]
+    right = client.post(
+        "/v1/completions/render",
+        json={"prompt": ids, "truncate_prompt_tokens": 10, "truncation_side": "right"},
+    ).json()[0]
+    assert right["token_ids"] == ids[:10]
+    full = chat(
+        client, messages=[{"role": "user", "content": "word " * 100}], truncate_prompt_tokens=20
+    ).json()
+    assert len(full["token_ids"]) == 20 and full["sampling_params"]["max_tokens"] == 44
+    err = error_of(client.post("/v1/completions/render", json={"prompt": ids, "truncate_prompt_tokens": -1}))
+    assert "maximum context length (64)" in err["message"]
