@@ -120,12 +120,13 @@ def render_chat_text(
     settings: Settings,
     documents: list[dict[str, Any]] | None = None,
 ) -> str:
-    """Render a normalised conversation: first the transformers-5 view, and when the template
-    fails on that data shape (not on ``raise_exception``), the compat view (see
+    """Render a normalised conversation: the transformers-5 view first, and while the template
+    fails on the data's shape (not on ``raise_exception``), the next view (see
     :mod:`render_service.messages`).
 
     Raises:
-        TemplateRenderError: both views fail, the template refused, or a budget was exceeded.
+        TemplateRenderError: every view fails (the first failure is reported), the template
+            refused, or a budget was exceeded.
     """
     options = dict(
         tools=tools,
@@ -136,12 +137,14 @@ def render_chat_text(
         max_seconds=settings.template_max_seconds,
         max_chars=settings.template_max_chars,
     )
-    try:
-        return chat_template.render(ct, conv.primary, **options)
-    except chat_template.TemplateDataError:
-        if conv.compat == conv.primary:
-            raise
-        return chat_template.render(ct, conv.compat, **options)
+    first: chat_template.TemplateDataError | None = None
+    for view in conv.views:
+        try:
+            return chat_template.render(ct, view, **options)
+        except chat_template.TemplateDataError as exc:
+            first = first or exc
+    assert first is not None
+    raise first
 
 
 def conversation(ct: chat_template.CompiledTemplate, settings: Settings, raw: Any) -> messages.Conversation:

@@ -17,11 +17,12 @@ faults real clients hit:
 * Prior reasoning under ``reasoning`` / ``reasoning_content`` / ``thinking`` is given to the
   template under all three names (transformers' aliasing; BR52).
 
-Two template views are produced (:func:`template_views`): the *primary* one is exactly what
-transformers 5 ``apply_chat_template`` feeds the template (``None``-valued keys dropped); the
-*compat* one keeps ``content: None`` beside tool calls and the original ``arguments`` strings, for
-templates that only work on that shape (DeepSeek-R1-Distill tests ``content is none`` and
-concatenates ``arguments`` as text).
+Three template views are produced, tried in order (:attr:`Conversation.views`): the *primary*
+one is exactly what transformers 5 ``apply_chat_template`` feeds the template (``None``-valued
+keys dropped); the *compat* one keeps ``content: None`` beside tool calls and the original
+``arguments`` strings, for templates that only work on that shape (DeepSeek-R1-Distill tests
+``content is none`` and concatenates ``arguments`` as text); the *blank* one gives ``content: ""``
+beside tool calls (templates that do ``'x' in message.content``, e.g. the Qwen3 release template).
 """
 
 from __future__ import annotations
@@ -44,12 +45,23 @@ class Conversation:
     Attributes:
         primary: messages as transformers 5 gives them to the template.
         compat: the same with ``content: None`` kept and ``arguments`` as the client's strings.
+        blank: the primary view with ``content: ""`` where the client sent ``null``.
         tool_call_count: number of tool calls in the history (``history_tool_call_cnt``).
     """
 
     primary: list[dict[str, Any]]
     compat: list[dict[str, Any]]
+    blank: list[dict[str, Any]]
     tool_call_count: int
+
+    @property
+    def views(self) -> list[list[dict[str, Any]]]:
+        """The distinct views, primary first."""
+        out = [self.primary]
+        for view in (self.compat, self.blank):
+            if all(view != seen for seen in out):
+                out.append(view)
+        return out
 
 
 def _part_text(part: Any, where: str) -> str:
@@ -161,7 +173,7 @@ def normalize(messages: Any, content_format: str = "string", developer_role: boo
     """
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages must be a non-empty list", param="messages")
-    primary, compat, count = [], [], 0
+    primary, compat, blank, count = [], [], [], 0
     for i, message in enumerate(messages):
         where = f"messages.{i}"
         if not isinstance(message, dict):
@@ -181,14 +193,16 @@ def normalize(messages: Any, content_format: str = "string", developer_role: boo
             else:
                 out["tool_calls"], raw_calls = _tool_calls(out["tool_calls"], f"{where}.tool_calls")
                 count += len(raw_calls)
-        primary.append(_alias_reasoning({k: v for k, v in out.items() if v is not None}))
+        clean = {k: v for k, v in out.items() if v is not None}
+        primary.append(_alias_reasoning(clean))
+        blank.append(_alias_reasoning({**clean, "content": "" if out["content"] is None else out["content"]}))
         kept = {k: v for k, v in out.items() if v is not None or k == "content"}
         if raw_calls is not None:
             kept["tool_calls"] = raw_calls
         compat.append(_alias_reasoning(kept))
     if not developer_role:
-        primary, compat = developer_as_system(primary), developer_as_system(compat)
-    return Conversation(primary, compat, count)
+        primary, compat, blank = (developer_as_system(v) for v in (primary, compat, blank))
+    return Conversation(primary, compat, blank, count)
 
 
 def validate_tools(tools: Any) -> list[dict[str, Any]] | None:

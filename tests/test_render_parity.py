@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import jinja2
 import pytest
 from conftest import shared_path
 from hypothesis import HealthCheck, given, settings
@@ -255,3 +256,40 @@ def test_random_tool_call_arguments_match_transformers(folder, args, result, mon
     assert not isinstance(ref, Exception), ref
     assert not isinstance(ours, Exception), ours
     assert_tokens_eq(bundle, ours, ref)
+
+
+def test_release_qwen3_template_with_null_content_renders(monkeypatch):
+    """The Qwen3 release template fails on ``content: null`` beside tool calls in transformers (both
+    4.x and 5.x); ours renders it with ``content: ""``, exactly as transformers does for that."""
+    from conftest import model_dir
+
+    from render_service.models import load_bundle
+    from render_service.settings import Settings
+
+    path = shared_path(
+        "models", "Qwen--Qwen3-0.6B", "_alt_templates", "chat_template.release-2025-04.from-llama.cpp.jinja"
+    )
+    s = Settings(model=model_dir("Qwen--Qwen3-0.6B"), chat_template=str(path))
+    bundle = load_bundle(s)
+    msgs = CONVERSATIONS["tool_call_and_result"]
+    req = ChatCompletionRequest.model_validate({"messages": msgs, "tools": [WEATHER]})
+    tools = messages.validate_tools([WEATHER])
+    ours = chat_prompt.chat_prompt(bundle, s, req, tools).token_ids
+    conv = chat_prompt.conversation(bundle.compiled_template, s, msgs)
+    with pytest.raises(jinja2.exceptions.UndefinedError):
+        bundle.tokenizer.apply_chat_template(
+            conv.primary,
+            tools=tools,
+            chat_template=path.read_text(),
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+    ref = bundle.tokenizer.apply_chat_template(
+        conv.blank,
+        tools=tools,
+        chat_template=path.read_text(),
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=False,
+    )
+    assert_tokens_eq(bundle, ours, list(ref))
