@@ -46,9 +46,12 @@ def check_prompt_length(prompt_len: int, max_model_len: int) -> None:
         )
 
 
-def resolve_max_tokens(requested: int | None, prompt_len: int, bundle: ModelBundle) -> int:
+def resolve_max_tokens(
+    requested: int | None, prompt_len: int, bundle: ModelBundle, *, clamp: bool = False
+) -> int:
     """``max_tokens`` for the engine: the request's value, else generation_config ``max_new_tokens``,
-    each bounded by ``max_model_len - prompt_len``.
+    each bounded by ``max_model_len - prompt_len``. ``clamp`` cuts a requested value that does not
+    fit instead of refusing it (for a value the client did not send, e.g. completions' default 16).
 
     Raises:
         ContextLengthExceeded: the prompt alone fills the context, or an explicit request value
@@ -57,14 +60,14 @@ def resolve_max_tokens(requested: int | None, prompt_len: int, bundle: ModelBund
     check_prompt_length(prompt_len, bundle.max_model_len)
     room = bundle.max_model_len - prompt_len
     if requested is not None:
-        if requested > room:
+        if requested > room and not clamp:
             raise ContextLengthExceeded(
                 f"This model's maximum context length is {bundle.max_model_len} tokens. However, you "
                 f"requested {prompt_len + requested} tokens ({prompt_len} in the messages, {requested} in "
                 f"the completion). Please reduce the length of the messages or completion.",
                 param="max_tokens",
             )
-        return requested
+        return min(requested, room)
     default = bundle.generation_defaults.get("max_new_tokens")
     return min(room, default) if isinstance(default, int) and default > 0 else room
 

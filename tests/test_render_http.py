@@ -576,3 +576,13 @@ def test_truncate_prompt_tokens(serve):
     assert len(full["token_ids"]) == 20 and full["sampling_params"]["max_tokens"] == 44
     err = error_of(client.post("/v1/completions/render", json={"prompt": ids, "truncate_prompt_tokens": -1}))
     assert "maximum context length (64)" in err["message"]
+
+
+def test_completion_default_max_tokens_is_clamped_not_refused(serve):
+    """Completions' implicit default of 16 is cut to the room left (60 of 64 used → 4); an explicit
+    16 that does not fit is a 400."""
+    client = serve(max_model_len=64)
+    out = client.post("/v1/completions/render", json={"prompt": list(range(100, 160))}).json()[0]
+    assert out["sampling_params"]["max_tokens"] == 4
+    err = client.post("/v1/completions/render", json={"prompt": list(range(100, 160)), "max_tokens": 16})
+    assert "60 in the messages, 16 in the completion" in error_of(err)["message"]
