@@ -106,9 +106,11 @@ def test_mistral_pre_v11_array_with_arguments_before_name():
 
 
 def test_mistral_non_call_after_marker_stays_content():
-    """`[TOOL_CALLS]` followed by prose (not a name, not JSON) is given back as content."""
-    text = "[TOOL_CALLS] I cannot do {that}"
-    assert parse("mistral", text) == ParseResult(content=text)
+    """`[TOOL_CALLS]` followed by prose (not a name, not JSON) is given back as content
+    without the control token (vLLM pre-v11: `[TOOL_CALLS] not json at all` → `not json at all`)."""
+    assert parse("mistral", "[TOOL_CALLS] not json at all") == ParseResult(content="not json at all")
+    assert parse("mistral", "Hi [TOOL_CALLS] I cannot {x}") == ParseResult(content="Hi I cannot {x}")
+    assert parse("mistral", "[TOOL_CALLS]toolname_no_args") == ParseResult(content="toolname_no_args")
 
 
 def test_mistral_ids_are_9_alphanumerics_deterministic_and_positional_bug_br43():
