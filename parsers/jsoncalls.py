@@ -45,6 +45,9 @@ class JsonCalls:
         args_keys: keys accepted for the arguments value.
         fixed_name: named tool choice: the body is the bare arguments value of this function.
         require_args: a call object without an arguments key is not a call (llama: rejected).
+        decode_string_args: arguments given as a JSON *string* are the call's arguments text
+            (withheld until the string ends, then decoded: ``"{\"a\": 1}"`` → ``{"a": 1}``), as
+            vLLM mistral pre-v11, xlam and gigachat3 keep string arguments as they are.
         close: text that must follow the JSON (after optional whitespace) for the body to be
             a call (granite4 ``</tool_call>``). The body's calls are then *atomic*: withheld
             until ``close`` arrives and emitted whole, and the body is rejected (its raw text
@@ -64,6 +67,7 @@ class JsonCalls:
             "esc": False,
             "commits": 0,
             "req": bool(options.get("require_args")),
+            "dec": bool(options.get("decode_string_args")),
             "close": options.get("close"),
         }
         if st["close"]:
@@ -149,7 +153,7 @@ def _feed_atomic(st: dict[str, Any], text: str) -> tuple[list[Event], int | None
 
 
 def _new_call(st: dict[str, Any]) -> None:
-    st.update(name=None, sent=False, has=False, pend="", vk="", vd=0, vs=False, ve=False, sc=False)
+    st.update(name=None, sent=False, has=False, pend="", vk="", vd=0, vs=False, ve=False, sc=False, ds=False)
 
 
 def _structural(st: dict[str, Any], c: str, ev: list[Event]) -> str:
@@ -192,7 +196,7 @@ def _open_value(st: dict[str, Any], c: str, ev: list[Event]) -> str:
             return "bad"
         st.update(vk="name", pend_name="")
     elif key in st["ak"] and not st["has"]:
-        st.update(vk="args", has=True, sc=c not in '{["')
+        st.update(vk="args", has=True, sc=c not in '{["', ds=c == '"' and st["dec"])
         if c not in "{[":  # objects/arrays commit once their first token is seen (_value)
             _maybe_commit(st, ev)
     else:
@@ -300,7 +304,7 @@ def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
     if st["vk"] == "name":
         st["pend_name"] += piece
     elif st["vk"] == "args":
-        if st["sent"] and not st["sc"]:
+        if st["sent"] and not st["sc"] and not st["ds"]:
             ev.append(("args", piece))
         else:
             st["pend"] += piece
@@ -308,7 +312,9 @@ def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
 
 def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
     kind = st["vk"]
-    st.update(s="key_pre", vk="", key="", sc=False)
+    if kind == "args" and st["ds"]:
+        st["pend"] = _decode_string(st["pend"])
+    st.update(s="key_pre", vk="", key="", sc=False, ds=False)
     if kind == "name":
         try:
             name = json.loads(st.pop("pend_name"))
@@ -323,6 +329,14 @@ def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
         st["pend"] = ""
     if st.get("fixed"):
         st["s"] = "done"
+
+
+def _decode_string(raw: str) -> str:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, str) else raw
 
 
 def _maybe_commit(st: dict[str, Any], ev: list[Event]) -> None:

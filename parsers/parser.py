@@ -89,7 +89,9 @@ class Parser:
         kind, options = self._tool_kind(ctx)
         if kind is not None:
             st["tk"] = kind
-            st["t"] = machine.start(self._tool_spec(kind), None, options)
+            forced = kind == "native" and ctx.tool_choice not in ("auto", None)
+            mode = self.tool.forced_mode if forced and self.tool is not None else None
+            st["t"] = machine.start(self._tool_spec(kind), mode, options)
         return st
 
     def reasoning_ended(self, state: Mapping[str, Any]) -> bool | None:

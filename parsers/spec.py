@@ -140,6 +140,8 @@ class FormatSpec:
         call_id: native tool-call ids: ``call_id(position, name)`` where ``position`` counts
             the calls of the conversation (``history_tool_call_cnt`` + call index); the id is
             sent on the call's first delta (Mistral 9-char ids).
+        forced_mode: ``guided_json=False`` specs: initial mode when ``tool_choice`` is
+            required/named (e.g. Mistral: a bare JSON array may start the output).
     """
 
     name: str
@@ -162,6 +164,7 @@ class FormatSpec:
     guided_json: bool = True
     hold_trailing: Mapping[str, str] = field(default_factory=dict)
     call_id: Callable[[int, str], str] | None = None
+    forced_mode: str | None = None
 
     def __post_init__(self) -> None:
         _check(self)
@@ -177,7 +180,7 @@ def _check(spec: FormatSpec) -> None:
         raise ValueError(f"{spec.name}: unknown sinks {bad_sinks}")
     targets = [t.to for t in spec.transitions.values()] + [t.to for t in spec.break_on_text.values()]
     targets += [m for m in (spec.initial_mode, spec.body_end_mode, spec.reject_mode) if m]
-    targets += list(spec.hold_trailing)
+    targets += list(spec.hold_trailing) + ([spec.forced_mode] if spec.forced_mode else [])
     unknown = {m for m in targets if m not in modes} | {m for m, _ in spec.transitions if m not in modes}
     if unknown:
         raise ValueError(f"{spec.name}: unknown modes {sorted(unknown)}")

@@ -15,4 +15,5 @@ SPEC = json_tool_spec(
     "gigachat3",
     starts=("function call<|role_sep|>", "<|function_call|>"),
     drops=("<|message_sep|>", "</s>"),
+    options={"decode_string_args": True},
 )

@@ -17,18 +17,20 @@ Ids: Mistral requires 9 alphanumeric characters (BR43). vLLM draws them at rando
 derived from the call's position in the conversation (``history_tool_call_cnt`` + index) and
 its name, so a retried or replayed chunk gets the same id and calls of one conversation get
 different ids. ``tool_choice`` required/named parse the native syntax (vLLM
-``supports_required_and_named = False``).
+``supports_required_and_named = False``), or the bare JSON array vLLM's guided schema makes
+pre-v11 models emit.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
 
 from ..jsoncalls import JsonCalls
-from ..spec import Event
+from ..spec import DROP, Event, Transition
 from .jsontools import json_tool_spec
 
 _JSON = JsonCalls()
@@ -72,7 +74,7 @@ class MistralCalls:
                 return [], None
             lead = len(text) - len(body)
             if body[0] in "[{":
-                st.update(_JSON.start("", {"array": body[0] == "["}), m="json")
+                st.update(_JSON.start("", {"array": body[0] == "[", "decode_string_args": True}), m="json")
                 events, end = _JSON.feed(st, body)
                 return events, None if end is None else end + lead
             st["m"] = "name"
@@ -111,10 +113,17 @@ def _bad_at(name_text: str) -> int | None:
     return end
 
 
-SPEC = json_tool_spec(
+_NATIVE = json_tool_spec(
     "mistral",
     starts=("[TOOL_CALLS]",),
     body=MistralCalls(),
     call_id=mistral_id,
     guided_json=False,
+    extra_markers={"ARRAY": "["},
+    extra_modes={"F": DROP},
+    extra_transitions={("F", "S0"): Transition("B"), ("F", "ARRAY"): Transition("B", keep=True)},
 )
+#: Forced tool choice (required/named): vLLM constrains pre-v11 tokenizers to a bare JSON array
+#: ``[{"name", "arguments"}]`` (no ``[TOOL_CALLS]``) and v11+ to the native syntax; both are
+#: accepted at the start of the output (mode ``F``), anything else is content.
+SPEC = replace(_NATIVE, forced_mode="F", break_on_text={"F": Transition("C")})

@@ -132,6 +132,22 @@ def test_mistral_required_tool_choice_parses_native_syntax():
     assert calls(parse("mistral", '[TOOL_CALLS]f[ARGS]{"k": 2}', tool_choice=named)) == [("f", {"k": 2})]
 
 
+def test_mistral_forced_choice_accepts_the_guided_bare_array():
+    """Pre-v11 required/named: vLLM's guided schema yields a bare `[{"name","arguments"}]`
+    array without `[TOOL_CALLS]`; under auto the same text is plain content."""
+    text = ' [{"name": "f", "arguments": {"k": 1}}]'
+    assert calls(parse("mistral", text, tool_choice="required")) == [("f", {"k": 1})]
+    assert parse("mistral", text) == ParseResult(content=text)
+    assert parse("mistral", "No [1]", tool_choice="required") == ParseResult(content="No [1]")
+
+
+def test_string_arguments_are_decoded_where_vllm_keeps_them():
+    """mistral pre-v11 / xlam / gigachat3 keep string `arguments` as the arguments text."""
+    out = parse("mistral", '[TOOL_CALLS][{"name": "f", "arguments": "{\\"a\\": 1}"}]')
+    assert out.tool_calls[0].arguments == '{"a": 1}'
+    assert parse("xlam", '[{"arguments": "{}", "name": "f"}]').tool_calls[0].arguments == "{}"
+
+
 # -- granite family --------------------------------------------------------------------------
 
 

@@ -77,13 +77,16 @@ def split(draw, text: str) -> list[str]:
     return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-@settings(max_examples=150, deadline=None)
-@given(name=st.sampled_from(NAMES), text=outputs, data=st.data())
-def test_stream_equals_batch_for_any_chunking(name, text, data):
+CHOICES = ["auto", "auto", "required", "none", {"type": "function", "function": {"name": "f"}}]
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.sampled_from(NAMES), text=outputs, choice=st.sampled_from(CHOICES), data=st.data())
+def test_stream_equals_batch_for_any_chunking(name, text, choice, data):
     """Joined deltas of any chunking (state through JSON between chunks) equal the batch
-    result; names are sent once, complete, first; no text is lost when nothing is a call."""
+    result under every tool_choice; names are sent once, complete, first."""
     parser = parsers.get_parser(None, name)
-    ctx = ParseContext(tools=TOOLS)
+    ctx = ParseContext(tools=TOOLS, tool_choice=choice)
     batch = parser.parse(ctx, None, text)
     deltas, joined, _ = run_stream(parser, ctx, data.draw(split(text)), roundtrip=True)
     assert joined == batch
