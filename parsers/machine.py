@@ -23,6 +23,11 @@ from typing import Any
 from .spec import BODY, CONTENT, DROP, HOLD, REASONING, Event, FormatSpec, Transition
 
 
+#: At most this many trailing characters are withheld by ``FormatSpec.hold_trailing`` (the
+#: rest of a longer run is released at once), so state and per-chunk cost stay flat.
+MAX_TRAILING = 256
+
+
 @dataclass(frozen=True, slots=True)
 class _Mode:
     """Compiled lookup for one mode: marker regex, marker text -> name, partial prefixes."""
@@ -129,9 +134,10 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
     trail = spec.hold_trailing.get(mode)
     if trail is not None:
         text = st["hold"] + text
-        core = text.rstrip(trail)
-        st["hold"] = text[len(core) :]
-        text = core
+        keep = len(text) - len(text.rstrip(trail))
+        keep = min(keep, MAX_TRAILING)
+        st["hold"] = text[len(text) - keep :]
+        text = text[: len(text) - keep]
     _sink(spec.modes[mode], st, text, out)
     return None
 

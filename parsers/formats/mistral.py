@@ -36,6 +36,8 @@ from .jsontools import json_tool_spec
 _JSON = JsonCalls()
 _ARGS = "[ARGS]"
 _NAME = re.compile(r"\s*[\w.\-:/]*\s*")
+#: Longer text without ``{`` / ``[ARGS]`` is not a function name (keeps per-chunk work flat).
+MAX_NAME = 256
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -94,6 +96,8 @@ class MistralCalls:
             cut = max(bad, before)
             return [("reject", name_text[:cut].lstrip())], cut - before
         cuts = [k for k in (name_text.find(_ARGS), name_text.find("{")) if k >= 0]
+        if not cuts and len(name_text) > MAX_NAME:
+            return [("reject", name_text.lstrip())], len(text)
         if not cuts:
             st["nm"] = name_text
             return [], None

@@ -157,3 +157,14 @@ def test_marker_that_prefixes_a_longer_marker_waits_for_more_text():
     whole = run(['[CALL][{"name": "f", "arguments": {}}]'])
     pieces = run(["[", "CALL]", '[{"name": "f", "arguments": {}}]'])
     assert whole == pieces and content(whole) == ""
+
+
+def test_long_whitespace_run_is_withheld_only_up_to_a_bound():
+    """Only the last MAX_TRAILING characters of a whitespace run are withheld (flat state);
+    the result does not depend on the chunking."""
+    text = "a" + "\n" * (machine.MAX_TRAILING + 10) + '[CALL][{"name": "f", "arguments": {}}]'
+    whole = run([text])
+    assert content(whole) == "a" + "\n" * 10
+    pieces = run(list(text))
+    assert content(pieces) == content(whole)
+    assert [e for e in pieces if e[0] != "content"] == [e for e in whole if e[0] != "content"]
