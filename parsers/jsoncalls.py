@@ -71,7 +71,7 @@ class JsonCalls:
             "close": options.get("close"),
         }
         if st["close"]:
-            st.update(q=[], cm=0)
+            st.update(cm=0, m0=len(marker), je=0)
         _new_call(st)
         if fixed:
             st.update(name=fixed, key=st["ak"][0], fixed=True)
@@ -125,16 +125,18 @@ def _feed(st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
 
 
 def _feed_atomic(st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
-    """``close`` mode: queue the calls of the JSON, then match the closing text."""
+    """``close`` mode: scan the JSON (events discarded), then match the closing text; at the
+    closer the kept raw JSON is scanned once more for the calls, emitted whole. The state
+    holds only the raw text of the open call (no event queue)."""
     i = 0
     if st["s"] != "close":
         ev, end = _feed(st, text)
         if any(e[0] == "reject" for e in ev):
             return ev, end
-        st["q"] = st["q"] + [list(e) for e in ev]  # new list: states stay independent
         if end is None:
             return [], None
-        st["s"], i = "close", end
+        st.update(s="close", je=len(st["raw"]))
+        i = end
     close = st["close"]
     j = i
     while j < len(text):
@@ -145,11 +147,19 @@ def _feed_atomic(st: dict[str, Any], text: str) -> tuple[list[Event], int | None
             st["cm"] += 1
             j += 1
             if st["cm"] == len(close):
-                return [tuple(e) for e in st["q"]], j
+                return _rescan(st), j
         else:
             return [("reject", st["raw"] + text[i:j])], j
     st["raw"] += text[i:]
     return [], None
+
+
+def _rescan(st: dict[str, Any]) -> list[Event]:
+    """The calls of the complete JSON kept in ``raw`` (scanned by a fresh streaming state)."""
+    options = {"array": st["array"], "name_key": st["nk"], "args_keys": st["ak"], "require_args": st["req"]}
+    fresh = JsonCalls().start("", {**options, "decode_string_args": st["dec"]})
+    events, _ = _feed(fresh, st["raw"][st["m0"] : st["je"]])
+    return events
 
 
 def _new_call(st: dict[str, Any]) -> None:
