@@ -61,7 +61,9 @@ def json_tool_spec(
         body: the body handler (default ``JsonCalls``).
         call_id / guided_json: see :class:`parsers.spec.FormatSpec`.
         extra_modes / extra_transitions / extra_markers: merged in for family specifics
-            (marker names ``S<i>``/``O<i>``/``E<i>``/``D<i>`` are taken).
+            (marker names ``S<i>``/``O<i>``/``E<i>``/``D<i>``/``CLOSE`` are taken). A marker
+            without transitions still matters: its token id is in ``marker_token_ids``, so
+            the derender keeps that special token's text for a body handler to read.
     """
     markers = {f"S{i}": t for i, t in enumerate(starts)} | {f"O{i}": t for i, t in enumerate(opens)}
     markers |= {f"E{i}": t for i, t in enumerate(ends)} | {f"D{i}": t for i, t in enumerate(drops)}
@@ -73,6 +75,8 @@ def json_tool_spec(
     # whitespace between a call's JSON and its closer belongs to the block: dropped
     trans |= {("A", f"E{i}"): Transition("A" if after == "drop" else "C", release="drop") for i in range(len(ends))}
     hold = {} if trim is None else {"C": trim} | ({"A": trim} if after == "content" else {})
+    if options and options.get("close"):  # matched by the body; listed so its token id is kept
+        markers["CLOSE"] = options["close"]
     return FormatSpec(
         name=name,
         kind="tool",

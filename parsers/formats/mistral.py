@@ -123,7 +123,7 @@ _NATIVE = json_tool_spec(
     body=MistralCalls(),
     call_id=mistral_id,
     guided_json=False,
-    extra_markers={"ARRAY": "["},
+    extra_markers={"ARRAY": "[", "ARGS": _ARGS},  # [ARGS] is read by the body: keep its token
     extra_modes={"F": DROP},
     extra_transitions={("F", "S0"): Transition("B"), ("F", "ARRAY"): Transition("B", keep=True)},
 )

@@ -261,3 +261,27 @@ def test_gigachat3_v3_and_v31(text):
     """gigachat3: v3 `<|message_sep|>…function call<|role_sep|>` and v3.1 `<|function_call|>`; `</s>` dropped."""
     out = parse("gigachat3", text)
     assert (out.content, calls(out)) == ("Ok.", [("m", {"k": 1})])
+
+
+def test_internlm_other_actions_stay_content():
+    """`<|action_start|>` not followed by `<|plugin|>` (e.g. the interpreter action) is content."""
+    text = "Run:<|action_start|>print(1)<|action_end|>"
+    assert parse("internlm", text) == ParseResult(content=text)
+
+
+@pytest.mark.parametrize(
+    ("name", "tokens"),
+    [
+        ("granite4", ["<tool_call>", "</tool_call>"]),
+        ("mistral", ["[TOOL_CALLS]", "[ARGS]"]),
+        ("internlm", ["<|action_start|>", "<|plugin|>", "<|action_end|>"]),
+        ("gigachat3", ["<|message_sep|>\n\n", "<|role_sep|>\n", "<|function_call|>", "</s>"]),
+        ("llama3_json", ["<|python_tag|>", "<|python_start|>", "<|python_end|>"]),
+    ],
+)
+def test_special_tokens_read_by_the_parser_are_marker_tokens(name, tokens):
+    """Every special token a format reads (also those only its body handler sees, such as
+    `</tool_call>` of granite4 or Mistral's `[ARGS]`) is in marker_token_ids, so the derender
+    keeps its text instead of dropping it as an unrelated special token."""
+    vocab = {text: 1000 + i for i, text in enumerate(tokens)} | {"<|im_end|>": 7}
+    assert parsers.get_parser(None, name, vocab=vocab).marker_token_ids == frozenset(vocab.values()) - {7}
