@@ -22,7 +22,6 @@ from typing import Any
 
 from .spec import BODY, CONTENT, DROP, HOLD, REASONING, Event, FormatSpec, Transition
 
-
 #: At most this many trailing characters are withheld by ``FormatSpec.hold_trailing`` (the
 #: rest of a longer run is released at once), so state and per-chunk cost stay flat.
 MAX_TRAILING = 256
@@ -82,7 +81,7 @@ def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -
             continue
         info = table[mode]
         match = info.regex.search(buf, pos) if info.regex else None
-        if match and not final and len(buf) - match.start() <= info.longest and buf[match.start() :] in info.prefixes:
+        if match and not final and _may_grow(buf, match.start(), info):
             match = None  # a marker that may still grow into a longer one (`[` / `[TOOL_CALLS]`)
         end = match.start() if match else len(buf) - (0 if final else _partial(buf, pos, info))
         broke = _emit_text(spec, st, buf[pos:end], out)
@@ -108,6 +107,11 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
         if kind in (CONTENT, REASONING):
             out.append((kind, hold))
     return out
+
+
+def _may_grow(buf: str, start: int, info: _Mode) -> bool:
+    """Whether the rest of ``buf`` from ``start`` is a proper prefix of a (longer) marker."""
+    return len(buf) - start <= info.longest and buf[start:] in info.prefixes
 
 
 def _partial(buf: str, pos: int, info: _Mode) -> int:

@@ -73,7 +73,9 @@ def json_tool_spec(
         trans |= {(mode, f"O{i}"): Transition("B", keep=True) for i in range(len(opens))}
         trans |= {(mode, f"D{i}"): Transition(mode) for i in range(len(drops))}
     # whitespace between a call's JSON and its closer belongs to the block: dropped
-    trans |= {("A", f"E{i}"): Transition("A" if after == "drop" else "C", release="drop") for i in range(len(ends))}
+    trans |= {
+        ("A", f"E{i}"): Transition("A" if after == "drop" else "C", release="drop") for i in range(len(ends))
+    }
     hold = {} if trim is None else {"C": trim} | ({"A": trim} if after == "content" else {})
     if options and options.get("close"):  # matched by the body; listed so its token id is kept
         markers["CLOSE"] = options["close"]

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..jsoncalls import JsonCalls

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
+from conftest import model_dir
 
 import parsers
 from parsers.formats.mistral import mistral_id
@@ -100,7 +102,10 @@ def test_mistral_truncated_arguments_are_kept_verbatim():
 
 def test_mistral_pre_v11_array_with_arguments_before_name():
     """Pre-v11 JSON array; a call whose arguments come first is sent once the name is known."""
-    out = parse("mistral", '[TOOL_CALLS] [{"arguments": {"name": "J"}, "name": "get_age"}, {"name": "b", "arguments": {}}]x')
+    out = parse(
+        "mistral",
+        '[TOOL_CALLS] [{"arguments": {"name": "J"}, "name": "get_age"}, {"name": "b", "arguments": {}}]x',
+    )
     assert calls(out) == [("get_age", {"name": "J"}), ("b", {})]
     assert out.content is None
 
@@ -155,7 +160,10 @@ def test_string_arguments_are_decoded_where_vllm_keeps_them():
 def test_granite_array_keeps_prose_before_and_after(marker):
     """Granite 3.0/3.1: marker + JSON array, no closer; prose around it is content;
     arguments may precede the name."""
-    out = parse("granite", f'Sure {marker} [{{"arguments": {{"x": 1}}, "name": "a"}}, {{"name": "b", "arguments": {{}}}}] after')
+    out = parse(
+        "granite",
+        f'Sure {marker} [{{"arguments": {{"x": 1}}, "name": "a"}}, {{"name": "b", "arguments": {{}}}}] after',
+    )
     assert out.content == "Sure after"
     assert calls(out) == [("a", {"x": 1}), ("b", {})]
 
@@ -180,7 +188,11 @@ def test_granite4_unclosed_call_is_content():
 
 def test_granite_20b_fc_repeated_function_call_markers():
     """granite-20b-fc: `<function_call> {json}` repeated; content before the first marker."""
-    out = parse("granite-20b-fc", 'ok <function_call> {"name": "a", "arguments": {}}\n<function_call> {"name": "b", "arguments": {"t": "x"}}')
+    out = parse(
+        "granite-20b-fc",
+        'ok <function_call> {"name": "a", "arguments": {}}\n'
+        '<function_call> {"name": "b", "arguments": {"t": "x"}}',
+    )
     assert (out.content, calls(out)) == ("ok", [("a", {}), ("b", {"t": "x"})])
 
 
@@ -189,13 +201,19 @@ def test_granite_20b_fc_repeated_function_call_markers():
 
 def test_internlm_plugin_call_with_parameters():
     """internlm: `<|action_start|><|plugin|>{name, parameters}<|action_end|>`."""
-    out = parse("internlm", 'Let me look.<|action_start|><|plugin|>{"name": "w", "parameters": {"c": "T"}}<|action_end|>')
+    out = parse(
+        "internlm",
+        'Let me look.<|action_start|><|plugin|>{"name": "w", "parameters": {"c": "T"}}<|action_end|>',
+    )
     assert (out.content, calls(out)) == ("Let me look.", [("w", {"c": "T"})])
 
 
 def test_jamba_lone_space_before_calls_is_no_content():
     """jamba: `<tool_calls>[...]</tool_calls>`; a whitespace-only content before it is None."""
-    out = parse("jamba", ' <tool_calls>[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 2}}]</tool_calls>')
+    out = parse(
+        "jamba",
+        ' <tool_calls>[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 2}}]</tool_calls>',
+    )
     assert (out.content, calls(out)) == (None, [("a", {}), ("b", {"x": 2})])
 
 
@@ -224,7 +242,9 @@ def test_xlam_empty_arguments_do_not_leak_into_next_call_bug_br28():
 
 def test_phi4_mini_functools_array_streams():
     """phi4_mini_json: `functools[...]`; streamed too (vLLM has no streaming), batch == stream."""
-    out = parse("phi4_mini_json", 'functools[{"name": "a", "arguments": {"c": 1}}, {"name": "b", "arguments": {}}]')
+    out = parse(
+        "phi4_mini_json", 'functools[{"name": "a", "arguments": {"c": 1}}, {"name": "b", "arguments": {}}]'
+    )
     assert (out.content, calls(out)) == (None, [("a", {"c": 1}), ("b", {})])
 
 
@@ -238,7 +258,10 @@ def test_longcat_uses_its_own_tags():
 def test_hunyuan_ignores_calls_inside_think_and_keeps_content_verbatim():
     """hunyuan_a13b: `<tool_calls>` inside `<think>` is text; content before the call keeps
     its trailing space; the `助手：` template artifact is dropped."""
-    text = '<think>maybe <tool_calls>[]</tool_calls></think>助手：Now. <tool_calls>[{"name": "a", "arguments": {}}]</tool_calls>'
+    text = (
+        "<think>maybe <tool_calls>[]</tool_calls></think>助手：Now. "
+        '<tool_calls>[{"name": "a", "arguments": {}}]</tool_calls>'
+    )
     out = parse("hunyuan_a13b", text)
     assert out.content == "<think>maybe <tool_calls>[]</tool_calls></think>Now. "
     assert calls(out) == [("a", {})]
@@ -258,7 +281,8 @@ def test_ernie45_strips_newlines_before_the_call():
     ],
 )
 def test_gigachat3_v3_and_v31(text):
-    """gigachat3: v3 `<|message_sep|>…function call<|role_sep|>` and v3.1 `<|function_call|>`; `</s>` dropped."""
+    """gigachat3: v3 `<|message_sep|>…function call<|role_sep|>` and v3.1 `<|function_call|>`;
+    `</s>` dropped."""
     out = parse("gigachat3", text)
     assert (out.content, calls(out)) == ("Ok.", [("m", {"k": 1})])
 
@@ -285,3 +309,53 @@ def test_special_tokens_read_by_the_parser_are_marker_tokens(name, tokens):
     keeps its text instead of dropping it as an unrelated special token."""
     vocab = {text: 1000 + i for i, text in enumerate(tokens)} | {"<|im_end|>": 7}
     assert parsers.get_parser(None, name, vocab=vocab).marker_token_ids == frozenset(vocab.values()) - {7}
+
+
+def _token_chunks(folder: str, text: str, keep: frozenset[int]) -> list[str]:
+    """The output as a derender would stream it: one chunk per token of the real tokenizer,
+    special tokens kept only when they are parser markers."""
+    from parsers.cases import tokenizer
+
+    tok = tokenizer(Path(folder))
+    special = set(tok.all_special_ids) | {i for i, t in tok.added_tokens_decoder.items() if t.special}
+    ids = [i for i in tok.encode(text, add_special_tokens=False) if i not in special or i in keep]
+    chunks, prev = [], ""
+    for n in range(1, len(ids) + 1):
+        now = tok.decode(ids[:n], skip_special_tokens=False)
+        if not now.endswith("\ufffd"):
+            chunks.append(now[len(prev) :])
+            prev = now
+    return chunks
+
+
+@pytest.mark.parametrize(
+    ("folder", "name", "text", "expected"),
+    [
+        (
+            "meta-llama--Llama-3.1-8B-Instruct",
+            "llama3_json",
+            '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Münster"}}<|eom_id|>',
+            [("get_weather", {"city": "Münster"})],
+        ),
+        (
+            "mistralai--Mistral-Nemo-Instruct-2407",
+            "mistral",
+            'Sure.[TOOL_CALLS][{"name": "add", "arguments": {"a": 1.5, "b": [2]}, "id": "a1b2c3d4e"}]</s>',
+            [("add", {"a": 1.5, "b": [2]})],
+        ),
+    ],
+)
+def test_real_tokenizer_token_stream(folder, name, text, expected):
+    """With the real tokenizer (markers are single special tokens, other special tokens such as
+    `<|eom_id|>`/`</s>` dropped by the derender), the token-by-token stream equals batch and
+    finds the calls."""
+    from parsers.cases import tokenizer
+
+    path = model_dir(folder)
+    parser = parsers.get_parser(None, name, vocab=tokenizer(Path(path)).get_vocab())
+    assert parser.marker_token_ids
+    chunks = _token_chunks(path, text, parser.marker_token_ids)
+    ctx = ParseContext(tools=TOOLS)
+    deltas, joined, _ = run_stream(parser, ctx, chunks, roundtrip=True)
+    assert joined == parser.parse(ctx, None, "".join(chunks))
+    assert calls(joined) == expected and call_delta_problems(deltas) == []

@@ -38,11 +38,33 @@ NAMES = [
 ]
 TOOLS = ({"type": "function", "function": {"name": "f"}},)
 MARKERS = [
-    "<|python_tag|>", "<|python_start|>", "<|python_end|>", "; ", "[TOOL_CALLS]", "[ARGS]",
-    "<|tool_call|>", "<tool_call>", "</tool_call>", "<function_call> ", "<|action_start|><|plugin|>",
-    "<|action_end|>", "<tool_calls>", "</tool_calls>", "```json\n", "\n```", "functools",
-    "<longcat_tool_call>", "</longcat_tool_call>", "<think>", "</think>", "助手：",
-    "<|message_sep|>\n\nfunction call<|role_sep|>\n", "<|function_call|>", "</s>", "[", "{",
+    "<|python_tag|>",
+    "<|python_start|>",
+    "<|python_end|>",
+    "; ",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "<|tool_call|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<function_call> ",
+    "<|action_start|><|plugin|>",
+    "<|action_end|>",
+    "<tool_calls>",
+    "</tool_calls>",
+    "```json\n",
+    "\n```",
+    "functools",
+    "<longcat_tool_call>",
+    "</longcat_tool_call>",
+    "<think>",
+    "</think>",
+    "助手：",
+    "<|message_sep|>\n\nfunction call<|role_sep|>\n",
+    "<|function_call|>",
+    "</s>",
+    "[",
+    "{",
 ]
 
 args = st.dictionaries(
@@ -54,7 +76,10 @@ args = st.dictionaries(
 
 @st.composite
 def call_json(draw) -> str:
-    obj = {"name": draw(st.sampled_from(["f", "get_w", "é"])), draw(st.sampled_from(["arguments", "parameters"])): draw(args)}
+    obj = {
+        "name": draw(st.sampled_from(["f", "get_w", "é"])),
+        draw(st.sampled_from(["arguments", "parameters"])): draw(args),
+    }
     if draw(st.booleans()):
         obj = dict(reversed(list(obj.items())))
     text = json.dumps(obj, ensure_ascii=draw(st.booleans()))
@@ -74,7 +99,7 @@ outputs = st.lists(piece, max_size=7).map("".join)
 def split(draw, text: str) -> list[str]:
     cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=8)))
     bounds = [0, *cuts, len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
 CHOICES = ["auto", "auto", "required", "none", {"type": "function", "function": {"name": "f"}}]
