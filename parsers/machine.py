@@ -172,6 +172,8 @@ def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, ou
     if release is not None and st["hold"]:
         _sink(release, st, st["hold"], out)  # "drop" discards
         st["hold"] = ""
+    if sink == BODY and spec.reject_to_origin:
+        st["from"] = st["mode"]
     st["mode"] = tr.to
     if sink == BODY and spec.body is not None:
         st["body"] = spec.body.start("" if tr.keep else marker, spec.body_options)
@@ -194,6 +196,8 @@ def _handle(
 ) -> None:
     """Number the handler's call events and switch mode when the body ended or was rejected."""
     rejected = False
+    back = st.pop("from", None) if (end is not None or any(e[0] == "reject" for e in events)) else None
+    back = back or spec.reject_mode
     for ev in events:
         if ev[0] == "name":
             if spec.hold_trailing:
@@ -207,7 +211,8 @@ def _handle(
             held = st["hold"] if spec.hold_trailing else ""
             if held:
                 st["hold"] = ""
-            _sink(CONTENT, st, held + ev[1], out)
+            _sink(CONTENT, st, held, out)
+            _sink(spec.modes[back], st, ev[1], out)  # reject_to_origin: e.g. dropped after a call
     if rejected or end is not None:
         st["body"] = None
-        st["mode"] = spec.reject_mode if rejected else spec.body_end_mode
+        st["mode"] = back if rejected else spec.body_end_mode

@@ -142,6 +142,9 @@ class FormatSpec:
             sent on the call's first delta (Mistral 9-char ids).
         forced_mode: ``guided_json=False`` specs: initial mode when ``tool_choice`` is
             required/named (e.g. Mistral: a bare JSON array may start the output).
+        reject_to_origin: a rejected body's text goes to the sink of the mode the body started
+            from, and the engine returns there (instead of ``reject_mode``): a ``{`` in prose
+            after a llama call is dropped with that prose, before the first call it is content.
     """
 
     name: str
@@ -165,6 +168,7 @@ class FormatSpec:
     hold_trailing: Mapping[str, str] = field(default_factory=dict)
     call_id: Callable[[int, str], str] | None = None
     forced_mode: str | None = None
+    reject_to_origin: bool = False
 
     def __post_init__(self) -> None:
         _check(self)

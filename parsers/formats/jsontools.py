@@ -11,7 +11,9 @@ One rule set for all of them, so batch == stream for any chunking:
 * ``after="drop"``: text after a call is dropped (vLLM: content = text before the first
   call) except further calls; ``after="content"``: text outside calls is content.
 * A body that is not a call (invalid JSON, no name, truncated before its arguments) is
-  given back verbatim as content and scanning for calls continues (never lose text).
+  text of the mode it started in (``reject_to_origin``): content before the first call (given
+  back verbatim, never lost), dropped with the other text after a call when ``after="drop"``;
+  scanning for calls continues.
 * Arguments stream as the raw JSON text of the arguments value (spacing as generated;
   vLLM batch re-serialises: equal after ``json.loads``) and are never retracted.
 
@@ -93,4 +95,5 @@ def json_tool_spec(
         hold_trailing=hold,
         call_id=call_id,
         guided_json=guided_json,
+        reject_to_origin=True,
     )

@@ -30,8 +30,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..jsoncalls import JsonCalls
-from ..spec import DROP, Event, Transition
-from .jsontools import json_tool_spec
+from ..spec import CONTENT, Event, Transition
+from .jsontools import WHITESPACE, json_tool_spec
 
 _JSON = JsonCalls()
 _ARGS = "[ARGS]"
@@ -124,10 +124,15 @@ _NATIVE = json_tool_spec(
     call_id=mistral_id,
     guided_json=False,
     extra_markers={"ARRAY": "[", "ARGS": _ARGS},  # [ARGS] is read by the body: keep its token
-    extra_modes={"F": DROP},
+    extra_modes={"F": CONTENT},
     extra_transitions={("F", "S0"): Transition("B"), ("F", "ARRAY"): Transition("B", keep=True)},
 )
 #: Forced tool choice (required/named): vLLM constrains pre-v11 tokenizers to a bare JSON array
 #: ``[{"name", "arguments"}]`` (no ``[TOOL_CALLS]``) and v11+ to the native syntax; both are
 #: accepted at the start of the output (mode ``F``), anything else is content.
-SPEC = replace(_NATIVE, forced_mode="F", break_on_text={"F": Transition("C")})
+SPEC = replace(
+    _NATIVE,
+    forced_mode="F",
+    break_on_text={"F": Transition("C")},
+    hold_trailing={**_NATIVE.hold_trailing, "F": WHITESPACE},
+)

@@ -76,6 +76,13 @@ def test_llama_object_without_arguments_or_braces_in_prose_stay_content():
     assert (out.content, out.tool_calls) == (text, ())
 
 
+def test_llama_rejected_braces_after_a_call_are_dropped_with_the_prose():
+    """A `{` in prose after a call is not a call; it is dropped with the rest of the trailing
+    prose (before the first call such text is content)."""
+    out = parse("llama3_json", '{"name": "s", "parameters": {}} I used {searchTool}; {"q": 1}.')
+    assert (out.content, calls(out)) == (None, [("s", {})])
+
+
 def test_llama_non_ascii_arguments_stream_literally_bug_br29():
     """BR29: non-ASCII argument text is streamed as generated (no `\\u00fc`), once."""
     out = parse("llama3_json", '{"name": "w", "parameters": {"city": "Münster"}}')
@@ -144,6 +151,7 @@ def test_mistral_forced_choice_accepts_the_guided_bare_array():
     assert calls(parse("mistral", text, tool_choice="required")) == [("f", {"k": 1})]
     assert parse("mistral", text) == ParseResult(content=text)
     assert parse("mistral", "No [1]", tool_choice="required") == ParseResult(content="No [1]")
+    assert parse("mistral", " [1, 2]", tool_choice="required") == ParseResult(content=" [1, 2]")
 
 
 def test_string_arguments_are_decoded_where_vllm_keeps_them():
