@@ -30,7 +30,10 @@ Adding a family (see ``formats/hermes.py`` and ``formats/qwen3.py``):
 
 1. Write ``parsers/formats/<family>.py`` exposing ``SPEC``; reuse a factory when one fits
    (``formats.think.think_spec`` for ``<think>``-style reasoning, ``formats.hermes.hermes_spec``
-   for ``<tag>{json}</tag>`` calls), else build a ``FormatSpec`` as above.
+   for ``<tag>{json}</tag>`` calls, ``formats.jsontools.json_tool_spec`` for any start marker
+   followed by a JSON call object or array: llama, granite, jamba, xlam, mistral ...), else
+   build a ``FormatSpec`` as above. Every special token the format reads must be a marker
+   text (even one only the body handler reads), so the derender keeps that token's text.
 2. Tool formats route call bodies to a ``"body"`` mode; write at most one ``BodyHandler``
    (``parsers.jsoncalls.JsonCalls`` covers JSON objects/arrays) with ``body_end_mode`` (where
    text after a call goes: ``"drop"`` or ``"content"`` sink) and ``reject_mode``.

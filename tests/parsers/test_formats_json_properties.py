@@ -194,3 +194,19 @@ def test_long_whitespace_run_is_withheld_only_up_to_a_bound():
     pieces = run(list(text))
     assert content(pieces) == content(whole)
     assert [e for e in pieces if e[0] != "content"] == [e for e in whole if e[0] != "content"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=st.sampled_from(NAMES), text=outputs, data=st.data())
+def test_feed_is_pure(name, text, data):
+    """Feeding the same state twice gives the same result (a retried chunk): feed never
+    mutates the state it was given, including nested body states."""
+    parser = parsers.get_parser(None, name)
+    state = parser.start(ParseContext(tools=TOOLS, tool_choice=data.draw(st.sampled_from(CHOICES))), None)
+    for chunk in data.draw(split(text)):
+        before = orjson.dumps(state)
+        first = parser.feed(state, chunk)
+        assert orjson.dumps(state) == before
+        assert parser.feed(state, chunk) == first
+        state = first[0]
+    assert parser.finish(state) == parser.finish(state)
