@@ -7,6 +7,7 @@ client rules hold, and the state stays small when no call is open."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import orjson
@@ -210,3 +211,27 @@ def test_feed_is_pure(name, text, data):
         assert parser.feed(state, chunk) == first
         state = first[0]
     assert parser.finish(state) == parser.finish(state)
+
+
+@functools.cache
+def _case_texts() -> list[tuple[str, str, dict]]:
+    """(tool parser, model output, ParseContext kwargs) of the shared cases of these families."""
+    from conftest import shared_path
+
+    from parsers.cases import load
+
+    cases = load(shared_path("cases", "parser_cases.jsonl")) + load(shared_path("cases", "bug_cases.jsonl"))
+    return [(c.tool, c.text, c.ctx) for c in cases if c.tool in NAMES]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_case_outputs_stream_equals_batch_for_any_chunking(data):
+    """Every conformance-case output of these families (batch-only cases too), split at random
+    with state round trips, streams to exactly its batch result."""
+    name, text, ctx_args = data.draw(st.sampled_from(_case_texts()))
+    parser = parsers.get_parser(None, name)
+    ctx = ParseContext(**ctx_args)
+    deltas, joined, _ = run_stream(parser, ctx, data.draw(split(text)), roundtrip=True)
+    assert joined == parser.parse(ctx, None, text)
+    assert call_delta_problems(deltas) == []
