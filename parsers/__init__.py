@@ -37,6 +37,21 @@ _REASONING: dict[str, str] = {
 _TOOL: dict[str, str] = {
     "hermes": "parsers.formats.hermes:SPEC",
     "qwen3_json": "parsers.formats.hermes:SPEC",
+    # JSON tool-call families (formats.jsontools factory)
+    "ernie45": "parsers.formats.ernie45:SPEC",
+    "gigachat3": "parsers.formats.gigachat3:SPEC",
+    "granite": "parsers.formats.granite:SPEC",
+    "granite-20b-fc": "parsers.formats.granite:SPEC_20B_FC",
+    "granite4": "parsers.formats.granite:SPEC_4",
+    "hunyuan_a13b": "parsers.formats.hunyuan:SPEC",
+    "internlm": "parsers.formats.internlm:SPEC",
+    "jamba": "parsers.formats.jamba:SPEC",
+    "llama3_json": "parsers.formats.llama:SPEC",
+    "llama4_json": "parsers.formats.llama:SPEC",
+    "longcat": "parsers.formats.longcat:SPEC",
+    "mistral": "parsers.formats.mistral:SPEC",
+    "phi4_mini_json": "parsers.formats.phi4mini:SPEC",
+    "xlam": "parsers.formats.xlam:SPEC",
 }
 
 REASONING_PARSERS: tuple[str, ...] = tuple(sorted(_REASONING))

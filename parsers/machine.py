@@ -22,6 +22,10 @@ from typing import Any
 
 from .spec import BODY, CONTENT, DROP, HOLD, REASONING, Event, FormatSpec, Transition
 
+#: At most this many trailing characters are withheld by ``FormatSpec.hold_trailing`` (the
+#: rest of a longer run is released at once), so state and per-chunk cost stay flat.
+MAX_TRAILING = 256
+
 
 @dataclass(frozen=True, slots=True)
 class _Mode:
@@ -77,6 +81,8 @@ def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -
             continue
         info = table[mode]
         match = info.regex.search(buf, pos) if info.regex else None
+        if match and not final and _may_grow(buf, match.start(), info):
+            match = None  # a marker that may still grow into a longer one (`[` / `[TOOL_CALLS]`)
         end = match.start() if match else len(buf) - (0 if final else _partial(buf, pos, info))
         broke = _emit_text(spec, st, buf[pos:end], out)
         if broke is not None:
@@ -95,12 +101,17 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     out = feed(spec, st, "", final=True)
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
         _handle(spec, st, spec.body.finish(st["body"]), None, out)
-    kind = spec.finish_release.get(st["mode"])
+    kind = spec.finish_release.get(st["mode"], CONTENT if st["mode"] in spec.hold_trailing else None)
     if st["hold"]:
         hold, st["hold"] = st["hold"], ""
         if kind in (CONTENT, REASONING):
             out.append((kind, hold))
     return out
+
+
+def _may_grow(buf: str, start: int, info: _Mode) -> bool:
+    """Whether the rest of ``buf`` from ``start`` is a proper prefix of a (longer) marker."""
+    return len(buf) - start <= info.longest and buf[start:] in info.prefixes
 
 
 def _partial(buf: str, pos: int, info: _Mode) -> int:
@@ -124,6 +135,13 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
             _sink(spec.modes[mode], st, text[:stripped], out)
             _apply(spec, st, brk, "", out)
             return stripped
+    trail = spec.hold_trailing.get(mode)
+    if trail is not None:
+        text = st["hold"] + text
+        keep = len(text) - len(text.rstrip(trail))
+        keep = min(keep, MAX_TRAILING)
+        st["hold"] = text[len(text) - keep :]
+        text = text[: len(text) - keep]
     _sink(spec.modes[mode], st, text, out)
     return None
 
@@ -140,14 +158,28 @@ def _sink(sink: str, st: dict[str, Any], text: str, out: list[Event]) -> None:
 
 
 def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, out: list[Event]) -> None:
-    """Switch mode: release the hold if asked, start a body or keep the marker text."""
-    if tr.release is not None and st["hold"]:
-        _sink(tr.release, st, st["hold"], out)  # "drop" discards
-        st["hold"] = ""
-    st["mode"] = tr.to
+    """Switch mode: release the hold if asked, start a body or keep the marker text.
+
+    Trailing text withheld by ``hold_trailing`` is released as content when the mode is left
+    for a non-body mode without an explicit ``release``; into a body it stays held until the
+    body commits a call (dropped) or is rejected (given back as content, see ``_handle``).
+    A ``keep`` transition into a body feeds the marker text to the body as its first text
+    (e.g. llama's ``{`` both starts and opens the call object)."""
     sink = spec.modes[tr.to]
+    release = tr.release
+    if release is None and st["mode"] in spec.hold_trailing and sink != BODY:
+        release = CONTENT
+    if release is not None and st["hold"]:
+        _sink(release, st, st["hold"], out)  # "drop" discards
+        st["hold"] = ""
+    if sink == BODY and spec.reject_to_origin:
+        st["from"] = st["mode"]
+    st["mode"] = tr.to
     if sink == BODY and spec.body is not None:
-        st["body"] = spec.body.start(marker, spec.body_options)
+        st["body"] = spec.body.start("" if tr.keep else marker, spec.body_options)
+        if tr.keep:
+            events, end = spec.body.feed(st["body"], marker)
+            _handle(spec, st, events, end, out)
     elif tr.keep:
         _sink(sink, st, marker, out)
 
@@ -164,15 +196,23 @@ def _handle(
 ) -> None:
     """Number the handler's call events and switch mode when the body ended or was rejected."""
     rejected = False
+    back = st.pop("from", None) if (end is not None or any(e[0] == "reject" for e in events)) else None
+    back = back or spec.reject_mode
     for ev in events:
         if ev[0] == "name":
+            if spec.hold_trailing:
+                st["hold"] = ""  # withheld text before a committed call is dropped
             out.append(("name", st["n"], ev[1]))
             st["n"] += 1
         elif ev[0] == "args":
             out.append(("args", st["n"] - 1, ev[1]))
         elif ev[0] == "reject":
             rejected = True
-            _sink(CONTENT, st, ev[1], out)
+            held = st["hold"] if spec.hold_trailing else ""
+            if held:
+                st["hold"] = ""
+            _sink(CONTENT, st, held, out)
+            _sink(spec.modes[back], st, ev[1], out)  # reject_to_origin: e.g. dropped after a call
     if rejected or end is not None:
         st["body"] = None
-        st["mode"] = spec.reject_mode if rejected else spec.body_end_mode
+        st["mode"] = back if rejected else spec.body_end_mode

@@ -6,7 +6,8 @@ per-request state is a plain JSON-compatible dict::
 
     {"v": 1, "ir": include_reasoning, "pt": parallel_tool_calls,
      "r": engine state of the reasoning spec or None,
-     "t": engine state of the tool phase or None, "tk": "native" | "required" | "named" | None}
+     "t": engine state of the tool phase or None, "tk": "native" | "required" | "named" | None,
+     "h": history_tool_call_cnt (numbers native call ids, FormatSpec.call_id)}
 
 Tool phase selection (vLLM 0.33 serving, parsers.md sections 1 and 9.9): no ``tools`` or
 ``tool_choice="none"`` → no tool parsing (markup stays content); ``auto`` → the native format
@@ -17,7 +18,7 @@ spec has ``guided_json=False`` parse their native syntax for required/named too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,7 @@ class Parser:
             "r": None,
             "t": None,
             "tk": None,
+            "h": ctx.history_tool_call_cnt,
         }
         if self.reasoning is not None:
             chooser = self.reasoning.choose_mode
@@ -87,7 +89,9 @@ class Parser:
         kind, options = self._tool_kind(ctx)
         if kind is not None:
             st["tk"] = kind
-            st["t"] = machine.start(self._tool_spec(kind), None, options)
+            forced = kind == "native" and ctx.tool_choice not in ("auto", None)
+            mode = self.tool.forced_mode if forced and self.tool is not None else None
+            st["t"] = machine.start(self._tool_spec(kind), mode, options)
         return st
 
     def reasoning_ended(self, state: Mapping[str, Any]) -> bool | None:
@@ -176,7 +180,8 @@ class Parser:
                 events.append(ev)
         if final and tspec is not None:
             events += machine.finish(tspec, st["t"])
-        return _to_deltas(events, st["ir"], st["pt"])
+        call_id = tspec.call_id if tspec is not None else None
+        return _to_deltas(events, st["ir"], st["pt"], _ids(call_id, st.get("h", 0)))
 
 
 def _copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -190,7 +195,17 @@ def _copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
     return new
 
 
-def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool) -> list[Delta]:
+IdFor = Callable[[int, str], str | None]
+
+
+def _ids(call_id: Callable[[int, str], str] | None, history: int) -> IdFor:
+    """Id of call ``index`` named ``name``: the spec's native id at its conversation position."""
+    if call_id is None:
+        return lambda index, name: None
+    return lambda index, name: call_id(history + index, name)
+
+
+def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool, ids: IdFor) -> list[Delta]:
     """Coalesce one step's events into at most one :class:`Delta`."""
     content: list[str] = []
     reasoning: list[str] = []
@@ -203,17 +218,17 @@ def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool) -> li
             if include_reasoning:
                 reasoning.append(ev[1])
         elif parallel or ev[1] == 0:
-            _add_call_event(calls, ev)
+            _add_call_event(calls, ev, ids)
     delta = Delta(
         content="".join(content) or None, reasoning="".join(reasoning) or None, tool_calls=tuple(calls)
     )
     return [delta] if delta.content or delta.reasoning or delta.tool_calls else []
 
 
-def _add_call_event(calls: list[ToolCallDelta], ev: tuple[Any, ...]) -> None:
+def _add_call_event(calls: list[ToolCallDelta], ev: tuple[Any, ...], ids: IdFor) -> None:
     kind, index, value = ev
     if kind == "name":
-        calls.append(ToolCallDelta(index=index, name=value))
+        calls.append(ToolCallDelta(index=index, id=ids(index, value), name=value))
         return
     if not value:
         return

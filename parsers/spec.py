@@ -30,7 +30,10 @@ Adding a family (see ``formats/hermes.py`` and ``formats/qwen3.py``):
 
 1. Write ``parsers/formats/<family>.py`` exposing ``SPEC``; reuse a factory when one fits
    (``formats.think.think_spec`` for ``<think>``-style reasoning, ``formats.hermes.hermes_spec``
-   for ``<tag>{json}</tag>`` calls), else build a ``FormatSpec`` as above.
+   for ``<tag>{json}</tag>`` calls, ``formats.jsontools.json_tool_spec`` for any start marker
+   followed by a JSON call object or array: llama, granite, jamba, xlam, mistral ...), else
+   build a ``FormatSpec`` as above. Every special token the format reads must be a marker
+   text (even one only the body handler reads), so the derender keeps that token's text.
 2. Tool formats route call bodies to a ``"body"`` mode; write at most one ``BodyHandler``
    (``parsers.jsoncalls.JsonCalls`` covers JSON objects/arrays) with ``body_end_mode`` (where
    text after a call goes: ``"drop"`` or ``"content"`` sink) and ``reject_mode``.
@@ -90,8 +93,10 @@ class Transition:
 
     Attributes:
         to: the next mode.
-        keep: send the marker text to the *next* mode's sink instead of dropping it
-            (body modes always receive it via ``BodyHandler.start``).
+        keep: send the marker text to the *next* mode's sink instead of dropping it. Body
+            modes receive the marker via ``BodyHandler.start`` (for rejection); with ``keep``
+            the marker is instead the body's first text (``feed``), e.g. a ``{`` that both
+            starts and opens a JSON call.
         release: before switching, release ``state["hold"]`` as ``"content"`` or
             ``"reasoning"``, or discard it (``"drop"``, e.g. whitespace-only content held
             until a tool call shows it is not wanted).
@@ -131,6 +136,18 @@ class FormatSpec:
         turn_boundaries: marker texts that end the backward prompt scan (e.g. ``<|im_start|>``).
         guided_json: tool specs only: ``tool_choice`` required/named parse vLLM's guided JSON
             (``supports_required_and_named``) instead of the native syntax.
+        hold_trailing: content mode -> characters whose trailing run is withheld (in
+            ``state["hold"]``) until more text shows it is not the end of the content: dropped
+            when a body then commits a call (e.g. the ``\n`` before ``<tool_call>``), released
+            as content otherwise (other transitions, rejected bodies, end of stream).
+        call_id: native tool-call ids: ``call_id(position, name)`` where ``position`` counts
+            the calls of the conversation (``history_tool_call_cnt`` + call index); the id is
+            sent on the call's first delta (Mistral 9-char ids).
+        forced_mode: ``guided_json=False`` specs: initial mode when ``tool_choice`` is
+            required/named (e.g. Mistral: a bare JSON array may start the output).
+        reject_to_origin: a rejected body's text goes to the sink of the mode the body started
+            from, and the engine returns there (instead of ``reject_mode``): a ``{`` in prose
+            after a llama call is dropped with that prose, before the first call it is content.
     """
 
     name: str
@@ -151,6 +168,10 @@ class FormatSpec:
     prompt_close: str | None = None
     turn_boundaries: tuple[str, ...] = ()
     guided_json: bool = True
+    hold_trailing: Mapping[str, str] = field(default_factory=dict)
+    call_id: Callable[[int, str], str] | None = None
+    forced_mode: str | None = None
+    reject_to_origin: bool = False
 
     def __post_init__(self) -> None:
         _check(self)
@@ -166,6 +187,7 @@ def _check(spec: FormatSpec) -> None:
         raise ValueError(f"{spec.name}: unknown sinks {bad_sinks}")
     targets = [t.to for t in spec.transitions.values()] + [t.to for t in spec.break_on_text.values()]
     targets += [m for m in (spec.initial_mode, spec.body_end_mode, spec.reject_mode) if m]
+    targets += list(spec.hold_trailing) + ([spec.forced_mode] if spec.forced_mode else [])
     unknown = {m for m in targets if m not in modes} | {m for m, _ in spec.transitions if m not in modes}
     if unknown:
         raise ValueError(f"{spec.name}: unknown modes {sorted(unknown)}")
