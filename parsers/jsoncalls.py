@@ -45,6 +45,9 @@ class JsonCalls:
         args_keys: keys accepted for the arguments value.
         fixed_name: named tool choice: the body is the bare arguments value of this function.
         require_args: a call object without an arguments key is not a call (llama: rejected).
+        decode_string_args: arguments given as a JSON *string* are the call's arguments text
+            (withheld until the string ends, then decoded: ``"{\"a\": 1}"`` → ``{"a": 1}``), as
+            vLLM mistral pre-v11, xlam and gigachat3 keep string arguments as they are.
         close: text that must follow the JSON (after optional whitespace) for the body to be
             a call (granite4 ``</tool_call>``). The body's calls are then *atomic*: withheld
             until ``close`` arrives and emitted whole, and the body is rejected (its raw text
@@ -64,10 +67,11 @@ class JsonCalls:
             "esc": False,
             "commits": 0,
             "req": bool(options.get("require_args")),
+            "dec": bool(options.get("decode_string_args")),
             "close": options.get("close"),
         }
         if st["close"]:
-            st.update(q=[], cm=0)
+            st.update(cm=0, m0=len(marker), je=0)
         _new_call(st)
         if fixed:
             st.update(name=fixed, key=st["ak"][0], fixed=True)
@@ -121,16 +125,18 @@ def _feed(st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
 
 
 def _feed_atomic(st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
-    """``close`` mode: queue the calls of the JSON, then match the closing text."""
+    """``close`` mode: scan the JSON (events discarded), then match the closing text; at the
+    closer the kept raw JSON is scanned once more for the calls, emitted whole. The state
+    holds only the raw text of the open call (no event queue)."""
     i = 0
     if st["s"] != "close":
         ev, end = _feed(st, text)
         if any(e[0] == "reject" for e in ev):
             return ev, end
-        st["q"] = st["q"] + [list(e) for e in ev]  # new list: states stay independent
         if end is None:
             return [], None
-        st["s"], i = "close", end
+        st.update(s="close", je=len(st["raw"]))
+        i = end
     close = st["close"]
     j = i
     while j < len(text):
@@ -141,15 +147,23 @@ def _feed_atomic(st: dict[str, Any], text: str) -> tuple[list[Event], int | None
             st["cm"] += 1
             j += 1
             if st["cm"] == len(close):
-                return [tuple(e) for e in st["q"]], j
+                return _rescan(st), j
         else:
             return [("reject", st["raw"] + text[i:j])], j
     st["raw"] += text[i:]
     return [], None
 
 
+def _rescan(st: dict[str, Any]) -> list[Event]:
+    """The calls of the complete JSON kept in ``raw`` (scanned by a fresh streaming state)."""
+    options = {"array": st["array"], "name_key": st["nk"], "args_keys": st["ak"], "require_args": st["req"]}
+    fresh = JsonCalls().start("", {**options, "decode_string_args": st["dec"]})
+    events, _ = _feed(fresh, st["raw"][st["m0"] : st["je"]])
+    return events
+
+
 def _new_call(st: dict[str, Any]) -> None:
-    st.update(name=None, sent=False, has=False, pend="", vk="", vd=0, vs=False, ve=False, sc=False)
+    st.update(name=None, sent=False, has=False, pend="", vk="", vd=0, vs=False, ve=False, sc=False, ds=False)
 
 
 def _structural(st: dict[str, Any], c: str, ev: list[Event]) -> str:
@@ -192,7 +206,7 @@ def _open_value(st: dict[str, Any], c: str, ev: list[Event]) -> str:
             return "bad"
         st.update(vk="name", pend_name="")
     elif key in st["ak"] and not st["has"]:
-        st.update(vk="args", has=True, sc=c not in '{["')
+        st.update(vk="args", has=True, sc=c not in '{["', ds=c == '"' and st["dec"])
         if c not in "{[":  # objects/arrays commit once their first token is seen (_value)
             _maybe_commit(st, ev)
     else:
@@ -300,7 +314,7 @@ def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
     if st["vk"] == "name":
         st["pend_name"] += piece
     elif st["vk"] == "args":
-        if st["sent"] and not st["sc"]:
+        if st["sent"] and not st["sc"] and not st["ds"]:
             ev.append(("args", piece))
         else:
             st["pend"] += piece
@@ -308,7 +322,9 @@ def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
 
 def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
     kind = st["vk"]
-    st.update(s="key_pre", vk="", key="", sc=False)
+    if kind == "args" and st["ds"]:
+        st["pend"] = _decode_string(st["pend"])
+    st.update(s="key_pre", vk="", key="", sc=False, ds=False)
     if kind == "name":
         try:
             name = json.loads(st.pop("pend_name"))
@@ -323,6 +339,14 @@ def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
         st["pend"] = ""
     if st.get("fixed"):
         st["s"] = "done"
+
+
+def _decode_string(raw: str) -> str:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, str) else raw
 
 
 def _maybe_commit(st: dict[str, Any], ev: list[Event]) -> None:

@@ -25,6 +25,10 @@ from typing import Any
 
 from .spec import BODY, CONTENT, DROP, HOLD, REASONING, Event, FormatSpec, Transition
 
+#: At most this many trailing characters are withheld by ``FormatSpec.hold_trailing`` (the
+#: rest of a longer run is released at once), so state and per-chunk cost stay flat.
+MAX_TRAILING = 256
+
 
 @dataclass(frozen=True, slots=True)
 class _Mode:
@@ -87,7 +91,7 @@ def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -
             pos = _feed_body(spec, st, buf, pos, out)
             continue
         match = info.regex.search(buf, pos) if info.regex else None
-        if match and not final and len(buf) - match.start() <= info.longest and buf[match.start() :] in info.prefixes:
+        if match and not final and _may_grow(buf, match.start(), info):
             match = None  # a marker that may still grow into a longer one (`[` / `[TOOL_CALLS]`)
         end = match.start() if match else len(buf) - (0 if final else _partial(buf, pos, info))
         if spec.modes[mode] == BODY:
@@ -123,6 +127,11 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     return out
 
 
+def _may_grow(buf: str, start: int, info: _Mode) -> bool:
+    """Whether the rest of ``buf`` from ``start`` is a proper prefix of a (longer) marker."""
+    return len(buf) - start <= info.longest and buf[start:] in info.prefixes
+
+
 def _partial(buf: str, pos: int, info: _Mode) -> int:
     """Length of the longest suffix of ``buf[pos:]`` that is a proper prefix of a marker."""
     for size in range(min(info.longest, len(buf) - pos), 0, -1):
@@ -147,9 +156,10 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
     trail = spec.hold_trailing.get(mode)
     if trail is not None:
         text = st["hold"] + text
-        core = text.rstrip(trail)
-        st["hold"] = text[len(core) :]
-        text = core
+        keep = len(text) - len(text.rstrip(trail))
+        keep = min(keep, MAX_TRAILING)
+        st["hold"] = text[len(text) - keep :]
+        text = text[: len(text) - keep]
     sink = spec.modes[mode]
     if mode in spec.hold_ws:
         _sink_held_ws(st, text, out)
@@ -219,6 +229,8 @@ def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, ou
             _new_visit(spec, st, release)
         _sink(release, st, _joined(spec, st, release, st["hold"]), out)  # "drop" discards
         st["hold"] = ""
+    if sink == BODY and spec.reject_to_origin:
+        st["from"] = st["mode"]
     st["mode"] = to
     if sink == BODY and spec.body is not None:
         st["body"] = spec.body.start("" if tr.keep else marker, spec.body_options)
@@ -286,6 +298,8 @@ def _handle(
 ) -> None:
     """Number the handler's call events and switch mode when the body ended or was rejected."""
     rejected = False
+    back = st.pop("from", None) if (end is not None or any(e[0] == "reject" for e in events)) else None
+    back = back or spec.reject_mode
     for ev in events:
         if ev[0] == "name":
             if spec.hold_trailing or spec.hold_ws:
@@ -299,7 +313,8 @@ def _handle(
             held = st["hold"] if spec.hold_trailing or spec.hold_ws else ""
             if held:
                 st["hold"] = ""
-            _sink(CONTENT, st, held + ev[1], out)
+            _sink(CONTENT, st, held, out)
+            _sink(spec.modes[back], st, ev[1], out)  # reject_to_origin: e.g. dropped after a call
     if rejected or end is not None:
         st["body"] = None
-        st["mode"] = spec.reject_mode if rejected else spec.body_end_mode
+        st["mode"] = back if rejected else spec.body_end_mode

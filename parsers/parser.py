@@ -91,7 +91,9 @@ class Parser:
             st["tk"] = kind
             tspec = self._tool_spec(kind)
             context = tspec.tool_context(ctx.tools) if tspec.tool_context is not None else None
-            st["t"] = machine.start(tspec, None, options, context)
+            forced = kind == "native" and ctx.tool_choice not in ("auto", None)
+            mode = self.tool.forced_mode if forced and self.tool is not None else None
+            st["t"] = machine.start(tspec, mode, options, context)
         return st
 
     def reasoning_ended(self, state: Mapping[str, Any]) -> bool | None:

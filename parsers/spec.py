@@ -43,7 +43,10 @@ Adding a family (see ``formats/hermes.py`` and ``formats/qwen3.py``):
 
 1. Write ``parsers/formats/<family>.py`` exposing ``SPEC``; reuse a factory when one fits
    (``formats.think.think_spec`` for ``<think>``-style reasoning, ``formats.hermes.hermes_spec``
-   for ``<tag>{json}</tag>`` calls), else build a ``FormatSpec`` as above.
+   for ``<tag>{json}</tag>`` calls, ``formats.jsontools.json_tool_spec`` for any start marker
+   followed by a JSON call object or array: llama, granite, jamba, xlam, mistral ...), else
+   build a ``FormatSpec`` as above. Every special token the format reads must be a marker
+   text (even one only the body handler reads), so the derender keeps that token's text.
 2. Tool formats route call bodies to a ``"body"`` mode; write at most one ``BodyHandler``
    (``parsers.jsoncalls.JsonCalls`` covers JSON objects/arrays) with ``body_end_mode`` (where
    text after a call goes: ``"drop"`` or ``"content"`` sink) and ``reject_mode``.
@@ -171,6 +174,11 @@ class FormatSpec:
             ``release`` decides, or ``finish_release`` at end of stream. In such specs a body's
             first call drops the held whitespace (content is stripped when tools are called) and
             a rejected body releases it before its raw text.
+        forced_mode: ``guided_json=False`` specs: initial mode when ``tool_choice`` is
+            required/named (e.g. Mistral: a bare JSON array may start the output).
+        reject_to_origin: a rejected body's text goes to the sink of the mode the body started
+            from, and the engine returns there (instead of ``reject_mode``): a ``{`` in prose
+            after a llama call is dropped with that prose, before the first call it is content.
     """
 
     name: str
@@ -198,6 +206,8 @@ class FormatSpec:
     call_id: Callable[[int, str], str] | None = None
     tool_context: Callable[[Any], Any] | None = None
     hold_ws: frozenset[str] = frozenset()
+    forced_mode: str | None = None
+    reject_to_origin: bool = False
 
     def __post_init__(self) -> None:
         _check(self)
@@ -214,7 +224,7 @@ def _check(spec: FormatSpec) -> None:
     targets = [t.to for t in spec.transitions.values()] + [t.to for t in spec.break_on_text.values()]
     targets += [m for m in (spec.initial_mode, spec.body_end_mode, spec.reject_mode) if m]
     targets += [t.to for _, t in spec.hold_limit.values()]
-    targets += list(spec.hold_trailing)
+    targets += list(spec.hold_trailing) + ([spec.forced_mode] if spec.forced_mode else [])
     unknown = {m for m in targets if m not in modes} | {m for m, _ in spec.transitions if m not in modes}
     if unknown:
         raise ValueError(f"{spec.name}: unknown modes {sorted(unknown)}")

@@ -59,8 +59,9 @@ def _raise_exception(message: str) -> None:
     raise TemplateRaised(message)
 
 
-def _tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
-            sort_keys: bool = False) -> str:
+def _tojson(
+    x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+) -> str:
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
@@ -121,7 +122,11 @@ class _BudgetedEnvironment(ImmutableSandboxedEnvironment):
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
             for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > self.max_product:
+                if (
+                    isinstance(seq, (str, list, tuple))
+                    and isinstance(n, int)
+                    and len(seq) * n > self.max_product
+                ):
                     raise _OutputTooLarge(f"'*' result of {len(seq) * n} items")
         if operator == "**" and isinstance(right, int) and abs(right) > 4096:
             raise _OutputTooLarge(f"'**' exponent {right}")
@@ -205,12 +210,16 @@ _WATCHDOG = _Watchdog()
 
 
 def _mentions_content(node: jinja2.nodes.Node, names: set[str]) -> bool:
-    for sub in itertools.chain((node,), node.find_all((jinja2.nodes.Getattr, jinja2.nodes.Getitem,
-                                                        jinja2.nodes.Name))):
+    for sub in itertools.chain(
+        (node,), node.find_all((jinja2.nodes.Getattr, jinja2.nodes.Getitem, jinja2.nodes.Name))
+    ):
         if isinstance(sub, jinja2.nodes.Getattr) and sub.attr == "content":
             return True
-        if (isinstance(sub, jinja2.nodes.Getitem) and isinstance(sub.arg, jinja2.nodes.Const)
-                and sub.arg.value == "content"):
+        if (
+            isinstance(sub, jinja2.nodes.Getitem)
+            and isinstance(sub.arg, jinja2.nodes.Const)
+            and sub.arg.value == "content"
+        ):
             return True
         if isinstance(sub, jinja2.nodes.Name) and sub.name in names:
             return True
@@ -243,12 +252,15 @@ class CompiledTemplate:
         template: the compiled ``jinja2.Template``.
         content_format: ``"string"`` or ``"openai"`` (see :func:`detect_content_format`).
         special_tokens: ``bos_token``, ``eos_token`` ... (the tokenizer's ``special_tokens_map``).
+        supports_developer: the template names the ``"developer"`` role (else developer messages
+            are rendered as system messages, as vLLM).
     """
 
     source: str
     template: jinja2.Template
     content_format: str
     special_tokens: dict[str, Any]
+    supports_developer: bool = False
 
 
 def compile_template(source: str, special_tokens: dict[str, Any] | None = None) -> CompiledTemplate:
@@ -262,7 +274,13 @@ def compile_template(source: str, special_tokens: dict[str, Any] | None = None) 
         template = env.from_string(source)
     except jinja2.TemplateError as exc:
         raise TemplateRenderError(f"chat template does not compile: {exc}", param="chat_template") from None
-    return CompiledTemplate(source, template, detect_content_format(env, source), dict(special_tokens or {}))
+    return CompiledTemplate(
+        source,
+        template,
+        detect_content_format(env, source),
+        dict(special_tokens or {}),
+        '"developer"' in source or "'developer'" in source,
+    )
 
 
 def _generate(ct: CompiledTemplate, variables: dict[str, Any], max_chars: int) -> str:
@@ -276,10 +294,18 @@ def _generate(ct: CompiledTemplate, variables: dict[str, Any], max_chars: int) -
     return "".join(parts)
 
 
-def render(ct: CompiledTemplate, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
-           documents: list[dict[str, Any]] | None = None, add_generation_prompt: bool = True,
-           continue_final_message: bool = False, kwargs: dict[str, Any] | None = None,
-           max_seconds: float = 2.0, max_chars: int = 8_000_000) -> str:
+def render(
+    ct: CompiledTemplate,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    documents: list[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+    continue_final_message: bool = False,
+    kwargs: dict[str, Any] | None = None,
+    max_seconds: float = 2.0,
+    max_chars: int = 8_000_000,
+) -> str:
     """Render ``messages`` to the prompt text, like transformers' ``apply_chat_template(tokenize=False)``.
 
     ``kwargs`` (chat template kwargs) override the special-token variables. With
@@ -296,8 +322,9 @@ def render(ct: CompiledTemplate, messages: list[dict[str, Any]], *, tools: list[
     final_text = None
     if continue_final_message:
         messages, final_text = _tag_final_message(ct, messages)
-    variables.update(messages=messages, tools=tools, documents=documents,
-                     add_generation_prompt=add_generation_prompt)
+    variables.update(
+        messages=messages, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt
+    )
     text = _run_budgeted(ct, variables, max_seconds, max_chars)
     if final_text is not None:
         text = _cut_at_tag(text, final_text)
@@ -312,7 +339,9 @@ def _run_budgeted(ct: CompiledTemplate, variables: dict[str, Any], max_seconds: 
         finally:
             _WATCHDOG.remove(job)
     except _RenderTimeout:
-        raise TemplateRenderError(f"chat template rendering exceeded its time budget ({max_seconds} s)") from None
+        raise TemplateRenderError(
+            f"chat template rendering exceeded its time budget ({max_seconds} s)"
+        ) from None
     except _OutputTooLarge as exc:
         raise TemplateRenderError(f"chat template output exceeded its size budget: {exc}") from None
     except RecursionError:
@@ -320,15 +349,25 @@ def _run_budgeted(ct: CompiledTemplate, variables: dict[str, Any], max_seconds: 
     except MemoryError:
         raise TemplateRenderError("chat template ran out of memory") from None
     except TemplateRaised as exc:
-        raise TemplateRenderError(f"chat template refused the request: {exc}") from None
+        raise TemplateRenderError(str(exc)) from None
     except jinja2.exceptions.SecurityError as exc:
         raise TemplateRenderError(f"chat template sandbox violation: {exc}") from None
-    except (jinja2.TemplateError, TypeError, ValueError, AttributeError, KeyError, IndexError,
-            ZeroDivisionError, OverflowError) as exc:
+    except (
+        jinja2.TemplateError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        KeyError,
+        IndexError,
+        ZeroDivisionError,
+        OverflowError,
+    ) as exc:
         raise TemplateDataError(f"chat template failed: {type(exc).__name__}: {exc}") from None
 
 
-def _tag_final_message(ct: CompiledTemplate, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+def _tag_final_message(
+    ct: CompiledTemplate, messages: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str]:
     if not messages:
         raise TemplateRenderError("continue_final_message is set but the conversation is empty")
     last = dict(messages[-1])
@@ -347,7 +386,9 @@ def _tag_final_message(ct: CompiledTemplate, messages: list[dict[str, Any]]) -> 
         final = content
         last["content"] = content + CONTINUE_TAG
     else:
-        raise TemplateRenderError("continue_final_message is set but the final message has no content to continue")
+        raise TemplateRenderError(
+            "continue_final_message is set but the final message has no content to continue"
+        )
     return [*messages[:-1], last], final
 
 
@@ -359,6 +400,6 @@ def _cut_at_tag(text: str, final_text: str) -> str:
             "(the chat template deletes part of it)"
         )
     loc = text.rindex(tag)
-    if text[loc:loc + len(CONTINUE_TAG)] == CONTINUE_TAG:
+    if text[loc : loc + len(CONTINUE_TAG)] == CONTINUE_TAG:
         return text[:loc]
     return text[:loc].rstrip()

@@ -7,8 +7,8 @@ and ``get_max_tokens``, with three deliberate differences:
   generates up to the context limit; upstream-render-api.md §10 obs. 2).
 * an explicit ``max_tokens`` / ``max_completion_tokens`` that does not fit beside the prompt is a
   400 naming both numbers (vLLM #33418 / BR61) instead of being silently cut.
-* ``stop`` strings are left out unless ``Settings.keep_stop_strings`` (tokens-only engines reject
-  them; derender enforces them).
+* ``stop`` strings are left out (``"stop": []``) unless ``Settings.keep_stop_strings`` (tokens-only
+  engines reject them; derender enforces them).
 
 Serialisation follows the upstream capture (§10 obs. 1): float fields always, int/bool fields only
 when they differ from the ``SamplingParams`` struct default, ``max_tokens`` always.
@@ -46,9 +46,12 @@ def check_prompt_length(prompt_len: int, max_model_len: int) -> None:
         )
 
 
-def resolve_max_tokens(requested: int | None, prompt_len: int, bundle: ModelBundle) -> int:
+def resolve_max_tokens(
+    requested: int | None, prompt_len: int, bundle: ModelBundle, *, clamp: bool = False
+) -> int:
     """``max_tokens`` for the engine: the request's value, else generation_config ``max_new_tokens``,
-    each bounded by ``max_model_len - prompt_len``.
+    each bounded by ``max_model_len - prompt_len``. ``clamp`` cuts a requested value that does not
+    fit instead of refusing it (for a value the client did not send, e.g. completions' default 16).
 
     Raises:
         ContextLengthExceeded: the prompt alone fills the context, or an explicit request value
@@ -57,14 +60,14 @@ def resolve_max_tokens(requested: int | None, prompt_len: int, bundle: ModelBund
     check_prompt_length(prompt_len, bundle.max_model_len)
     room = bundle.max_model_len - prompt_len
     if requested is not None:
-        if requested > room:
+        if requested > room and not clamp:
             raise ContextLengthExceeded(
                 f"This model's maximum context length is {bundle.max_model_len} tokens. However, you "
                 f"requested {prompt_len + requested} tokens ({prompt_len} in the messages, {requested} in "
                 f"the completion). Please reduce the length of the messages or completion.",
                 param="max_tokens",
             )
-        return requested
+        return min(requested, room)
     default = bundle.generation_defaults.get("max_new_tokens")
     return min(room, default) if isinstance(default, int) and default > 0 else room
 
@@ -119,10 +122,19 @@ def _extra_args(req: SamplingRequestFields) -> dict[str, Any] | None:
     return extra or None
 
 
-def build(req: SamplingRequestFields, *, max_tokens: int, logprobs: int | None, bundle: ModelBundle,
-          settings: Settings, skip_special_tokens_default: bool = True) -> dict[str, Any]:
+def build(
+    req: SamplingRequestFields,
+    *,
+    max_tokens: int,
+    logprobs: int | None,
+    bundle: ModelBundle,
+    settings: Settings,
+    skip_special_tokens_default: bool = True,
+) -> dict[str, Any]:
     """The ``sampling_params`` dict (see module docstring for what is emitted)."""
-    sp: dict[str, Any] = {name: float(_server_default(name, req, bundle, d)) for name, d in FLOAT_DEFAULTS.items()}
+    sp: dict[str, Any] = {
+        name: float(_server_default(name, req, bundle, d)) for name, d in FLOAT_DEFAULTS.items()
+    }
     top_k = _server_default("top_k", req, bundle, 0)
     optional = {
         "n": (req.n, 1),
@@ -145,8 +157,8 @@ def build(req: SamplingRequestFields, *, max_tokens: int, logprobs: int | None, 
     for name, (value, default) in optional.items():
         if value is not None and value != default:
             sp[name] = value
-    if settings.keep_stop_strings:
-        sp["stop"] = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    sp["stop"] = stop if settings.keep_stop_strings else []
     sp["stop_token_ids"] = list(req.stop_token_ids or [])
     sp["max_tokens"] = max_tokens
     sp["output_kind"] = OUTPUT_KIND_DELTA if req.stream else OUTPUT_KIND_FINAL_ONLY

@@ -4,7 +4,7 @@
 * ``"auto"`` needs ``--enable-auto-tool-choice`` and ``--tool-call-parser`` (upstream message);
 * ``"required"`` and named choices need ``--tool-call-parser``; a named tool must be in ``tools``;
 * ``"required"``/named set ``structured_outputs.json`` to the calls' schema (tool parser
-  ``adjust_request``), replacing ``response_format``.
+  ``adjust_request``), replacing ``response_format``, when the tool format parses guided JSON.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ def resolve(tool_choice: Any, tools: list[dict[str, Any]] | None, settings: Sett
     if isinstance(tool_choice, dict):
         fn = tool_choice.get("function")
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise InvalidRequest(f"Invalid `function` in `tool_choice`! {_USAGE}", param="tool_choice.function")
+            raise InvalidRequest(
+                f"Invalid `function` in `tool_choice`! {_USAGE}", param="tool_choice.function"
+            )
         if fn["name"] not in tool_names(tools):
             raise InvalidRequest(
                 "The tool specified in `tool_choice` does not match any of the specified `tools`",
@@ -51,7 +53,9 @@ def resolve(tool_choice: Any, tools: list[dict[str, Any]] | None, settings: Sett
                 '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
                 param="tool_choice",
             )
-        desc = f'function "{tool_choice["function"]["name"]}"' if isinstance(tool_choice, dict) else '"required"'
+        desc = (
+            f'function "{tool_choice["function"]["name"]}"' if isinstance(tool_choice, dict) else '"required"'
+        )
         raise InvalidRequest(f"tool_choice={desc} requires --tool-call-parser to be set", param="tool_choice")
     if tool_choice == "auto" and not settings.enable_auto_tool_choice:
         raise InvalidRequest(
@@ -65,8 +69,9 @@ def _params(params: Any) -> dict[str, Any]:
     return params if params else {"type": "object", "properties": {}}
 
 
-def forced_schema(tool_choice: str | dict[str, Any], tools: list[dict[str, Any]] | None,
-                  parallel_tool_calls: bool | None) -> dict[str, Any] | None:
+def forced_schema(
+    tool_choice: str | dict[str, Any], tools: list[dict[str, Any]] | None, parallel_tool_calls: bool | None
+) -> dict[str, Any] | None:
     """JSON schema constraining the output for ``"required"`` / named choices, else ``None``."""
     if not tools or tool_choice in ("none", "auto"):
         return None
@@ -74,8 +79,10 @@ def forced_schema(tool_choice: str | dict[str, Any], tools: list[dict[str, Any]]
     if isinstance(tool_choice, dict):
         return _params(by_name[tool_choice["function"]["name"]])
     items = [
-        {"properties": {"name": {"type": "string", "enum": [name]}, "parameters": _params(params)},
-         "required": ["name", "parameters"]}
+        {
+            "properties": {"name": {"type": "string", "enum": [name]}, "parameters": _params(params)},
+            "required": ["name", "parameters"],
+        }
         for name, params in by_name.items()
     ]
     schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": items}}

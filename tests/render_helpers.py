@@ -35,25 +35,38 @@ def settings_for(folder: str, **kw: Any) -> Settings:
     return Settings(model=model_dir(folder), max_model_len=1_000_000, **kw)
 
 
-def reference_ids(bundle: ModelBundle, conv: messages.Conversation, tools: Any, kwargs: dict[str, Any],
-                  add_generation_prompt: bool = True, continue_final_message: bool = False) -> list[int]:
+def reference_ids(
+    bundle: ModelBundle,
+    conv: messages.Conversation,
+    tools: Any,
+    kwargs: dict[str, Any],
+    add_generation_prompt: bool = True,
+    continue_final_message: bool = False,
+) -> list[int]:
     """transformers' ``apply_chat_template(..., tokenize=True)`` on the same normalised messages."""
-    return list(bundle.tokenizer.apply_chat_template(
-        conv.primary, tools=tools, add_generation_prompt=add_generation_prompt,
-        continue_final_message=continue_final_message, tokenize=True, return_dict=False, **kwargs,
-    ))
+    return list(
+        bundle.tokenizer.apply_chat_template(
+            conv.primary,
+            tools=tools,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            tokenize=True,
+            return_dict=False,
+            **kwargs,
+        )
+    )
 
 
 def assert_tokens_eq(bundle: ModelBundle, ours: list[int], ref: list[int]) -> None:
     """Equal id lists; on failure show where they diverge, as ids and decoded text."""
     if ours == ref:
         return
-    i = next((k for k, (a, b) in enumerate(zip(ours, ref)) if a != b), min(len(ours), len(ref)))
+    i = next((k for k, (a, b) in enumerate(zip(ours, ref, strict=False)) if a != b), min(len(ours), len(ref)))
     dec = bundle.tokenizer.decode
     raise AssertionError(
         f"token ids differ at {i} (ours {len(ours)}, ref {len(ref)})\n"
-        f"ours: {ours[max(0, i - 5):i + 10]} {dec(ours[max(0, i - 5):i + 10])!r}\n"
-        f"ref:  {ref[max(0, i - 5):i + 10]} {dec(ref[max(0, i - 5):i + 10])!r}"
+        f"ours: {ours[max(0, i - 5) : i + 10]} {dec(ours[max(0, i - 5) : i + 10])!r}\n"
+        f"ref:  {ref[max(0, i - 5) : i + 10]} {dec(ref[max(0, i - 5) : i + 10])!r}"
     )
 
 

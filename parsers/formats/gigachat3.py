@@ -15,4 +15,7 @@ SPEC = json_tool_spec(
     "gigachat3",
     starts=("function call<|role_sep|>", "<|function_call|>"),
     drops=("<|message_sep|>", "</s>"),
+    options={"decode_string_args": True},
+    # the tokenizer's added tokens carry the newlines: listed so their ids are kept as text
+    extra_markers={"MSG_SEP": "<|message_sep|>\n\n", "ROLE_SEP": "<|role_sep|>\n"},
 )

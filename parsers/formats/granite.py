@@ -23,5 +23,7 @@ from .jsontools import json_tool_spec
 SPEC = json_tool_spec(
     "granite", starts=("<|tool_call|>", "<tool_call>"), after="content", options={"array": True}
 )
-SPEC_4 = json_tool_spec("granite4", starts=("<tool_call>",), after="content", options={"close": "</tool_call>"})
+SPEC_4 = json_tool_spec(
+    "granite4", starts=("<tool_call>",), after="content", options={"close": "</tool_call>"}
+)
 SPEC_20B_FC = json_tool_spec("granite-20b-fc", starts=("<function_call>",))

@@ -11,7 +11,9 @@ One rule set for all of them, so batch == stream for any chunking:
 * ``after="drop"``: text after a call is dropped (vLLM: content = text before the first
   call) except further calls; ``after="content"``: text outside calls is content.
 * A body that is not a call (invalid JSON, no name, truncated before its arguments) is
-  given back verbatim as content and scanning for calls continues (never lose text).
+  text of the mode it started in (``reject_to_origin``): content before the first call (given
+  back verbatim, never lost), dropped with the other text after a call when ``after="drop"``;
+  scanning for calls continues.
 * Arguments stream as the raw JSON text of the arguments value (spacing as generated;
   vLLM batch re-serialises: equal after ``json.loads``) and are never retracted.
 
@@ -61,7 +63,9 @@ def json_tool_spec(
         body: the body handler (default ``JsonCalls``).
         call_id / guided_json: see :class:`parsers.spec.FormatSpec`.
         extra_modes / extra_transitions / extra_markers: merged in for family specifics
-            (marker names ``S<i>``/``O<i>``/``E<i>``/``D<i>`` are taken).
+            (marker names ``S<i>``/``O<i>``/``E<i>``/``D<i>``/``CLOSE`` are taken). A marker
+            without transitions still matters: its token id is in ``marker_token_ids``, so
+            the derender keeps that special token's text for a body handler to read.
     """
     markers = {f"S{i}": t for i, t in enumerate(starts)} | {f"O{i}": t for i, t in enumerate(opens)}
     markers |= {f"E{i}": t for i, t in enumerate(ends)} | {f"D{i}": t for i, t in enumerate(drops)}
@@ -71,8 +75,12 @@ def json_tool_spec(
         trans |= {(mode, f"O{i}"): Transition("B", keep=True) for i in range(len(opens))}
         trans |= {(mode, f"D{i}"): Transition(mode) for i in range(len(drops))}
     # whitespace between a call's JSON and its closer belongs to the block: dropped
-    trans |= {("A", f"E{i}"): Transition("A" if after == "drop" else "C", release="drop") for i in range(len(ends))}
+    trans |= {
+        ("A", f"E{i}"): Transition("A" if after == "drop" else "C", release="drop") for i in range(len(ends))
+    }
     hold = {} if trim is None else {"C": trim} | ({"A": trim} if after == "content" else {})
+    if options and options.get("close"):  # matched by the body; listed so its token id is kept
+        markers["CLOSE"] = options["close"]
     return FormatSpec(
         name=name,
         kind="tool",
@@ -87,4 +95,5 @@ def json_tool_spec(
         hold_trailing=hold,
         call_id=call_id,
         guided_json=guided_json,
+        reject_to_origin=True,
     )

@@ -10,13 +10,15 @@ Wire formats after the ``[TOOL_CALLS]`` control token:
 Content = text before the first ``[TOOL_CALLS]`` (trailing whitespace dropped when a call
 follows, so whitespace-only content is ``None``); text after a call's JSON is dropped
 (gh#48975) except further ``[TOOL_CALLS]``. A ``[TOOL_CALLS]`` followed by something that is
-neither JSON nor a function name stays content.
+neither JSON nor a function name is not a call: that text stays content (the control token
+itself is dropped).
 
 Ids: Mistral requires 9 alphanumeric characters (BR43). vLLM draws them at random; ours are
 derived from the call's position in the conversation (``history_tool_call_cnt`` + index) and
 its name, so a retried or replayed chunk gets the same id and calls of one conversation get
 different ids. ``tool_choice`` required/named parse the native syntax (vLLM
-``supports_required_and_named = False``).
+``supports_required_and_named = False``), or the bare JSON array vLLM's guided schema makes
+pre-v11 models emit.
 """
 
 from __future__ import annotations
@@ -24,15 +26,18 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..jsoncalls import JsonCalls
-from ..spec import Event
-from .jsontools import json_tool_spec
+from ..spec import CONTENT, Event, Transition
+from .jsontools import WHITESPACE, json_tool_spec
 
 _JSON = JsonCalls()
 _ARGS = "[ARGS]"
 _NAME = re.compile(r"\s*[\w.\-:/]*\s*")
+#: Longer text without ``{`` / ``[ARGS]`` is not a function name (keeps per-chunk work flat).
+MAX_NAME = 256
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -50,13 +55,15 @@ class MistralCalls:
     """Body handler for the text after ``[TOOL_CALLS]`` (see module docstring).
 
     State: ``m`` phase (``""`` undecided, ``"name"``, ``"json"`` pre-v11, ``"args"`` v11
-    arguments), ``nm`` text read so far before the JSON, ``mk`` the marker; in the JSON phases
-    the :class:`JsonCalls` state keys are merged into the same flat dict.
+    arguments), ``nm`` text read so far before the JSON; in the JSON phases the
+    :class:`JsonCalls` state keys are merged into the same flat dict. A rejected body gives
+    back its text without the ``[TOOL_CALLS]`` control token and the whitespace after it
+    (vLLM pre-v11: ``[TOOL_CALLS] not json`` → content ``not json``).
     """
 
     def start(self, marker: str, options: Mapping[str, Any]) -> dict[str, Any]:
         """New body state after ``marker``."""
-        return {"m": "", "nm": "", "mk": marker}
+        return {"m": "", "nm": ""}
 
     def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
         """Route to the pre-v11 JSON scan or read the v11 name; see ``BodyHandler.feed``."""
@@ -69,8 +76,7 @@ class MistralCalls:
                 return [], None
             lead = len(text) - len(body)
             if body[0] in "[{":
-                raw = st["mk"] + st["nm"] + text[:lead]
-                st.update(_JSON.start(raw, {"array": body[0] == "["}), m="json")
+                st.update(_JSON.start("", {"array": body[0] == "[", "decode_string_args": True}), m="json")
                 events, end = _JSON.feed(st, body)
                 return events, None if end is None else end + lead
             st["m"] = "name"
@@ -80,7 +86,7 @@ class MistralCalls:
         """End of stream: close the JSON scan, or give back an unfinished name as content."""
         if st["m"] in ("json", "args"):
             return _JSON.finish(st)
-        return [("reject", st["mk"] + st["nm"])]
+        return [("reject", st["nm"].lstrip())]
 
     def _name(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
         before = len(st["nm"])
@@ -88,14 +94,16 @@ class MistralCalls:
         bad = _bad_at(name_text)
         if bad is not None:
             cut = max(bad, before)
-            return [("reject", st["mk"] + name_text[:cut])], cut - before
+            return [("reject", name_text[:cut].lstrip())], cut - before
         cuts = [k for k in (name_text.find(_ARGS), name_text.find("{")) if k >= 0]
+        if not cuts and len(name_text) > MAX_NAME:
+            return [("reject", name_text.lstrip())], len(text)
         if not cuts:
             st["nm"] = name_text
             return [], None
         k = min(cuts)
         rest = k + (len(_ARGS) if name_text.startswith(_ARGS, k) else 0)
-        st.update(_JSON.start(st["mk"] + name_text[:rest], {"fixed_name": name_text[:k].strip()}), m="args")
+        st.update(_JSON.start(name_text[:rest].lstrip(), {"fixed_name": name_text[:k].strip()}), m="args")
         events, end = _JSON.feed(st, name_text[rest:])
         return events, None if end is None else rest + end - before
 
@@ -109,10 +117,22 @@ def _bad_at(name_text: str) -> int | None:
     return end
 
 
-SPEC = json_tool_spec(
+_NATIVE = json_tool_spec(
     "mistral",
     starts=("[TOOL_CALLS]",),
     body=MistralCalls(),
     call_id=mistral_id,
     guided_json=False,
+    extra_markers={"ARRAY": "[", "ARGS": _ARGS},  # [ARGS] is read by the body: keep its token
+    extra_modes={"F": CONTENT},
+    extra_transitions={("F", "S0"): Transition("B"), ("F", "ARRAY"): Transition("B", keep=True)},
+)
+#: Forced tool choice (required/named): vLLM constrains pre-v11 tokenizers to a bare JSON array
+#: ``[{"name", "arguments"}]`` (no ``[TOOL_CALLS]``) and v11+ to the native syntax; both are
+#: accepted at the start of the output (mode ``F``), anything else is content.
+SPEC = replace(
+    _NATIVE,
+    forced_mode="F",
+    break_on_text={"F": Transition("C")},
+    hold_trailing={**_NATIVE.hold_trailing, "F": WHITESPACE},
 )

@@ -81,8 +81,9 @@ SPEC = FormatSpec(
         "SEP": "<｜tool_sep｜>",
     },
     # W: whitespace-only content so far (held), C: content, S: inside the block,
-    # B: a call body, A: after the block (content).
-    modes={"W": HOLD, "C": CONTENT, "S": DROP, "B": BODY, "A": CONTENT},
+    # B: a call body, A: after the block (content), R: a rejected body's text (content) up to
+    # its closing marker.
+    modes={"W": HOLD, "C": CONTENT, "S": DROP, "B": BODY, "A": CONTENT, "R": CONTENT},
     transitions={
         **{(m, "CALLS"): Transition("S", release="drop") for m in _BLOCK},
         ("S", "CALL"): Transition("B"),
@@ -91,12 +92,15 @@ SPEC = FormatSpec(
         ("B", "CALL"): Transition("B"),
         ("B", "CALLS_END"): Transition("A"),
         ("A", "CALLS"): Transition("S"),
+        ("R", "END"): Transition("S"),
+        ("R", "CALL"): Transition("B"),
+        ("R", "CALLS_END"): Transition("A"),
     },
     initial_mode="W",
     break_on_text={"W": Transition("C", release="content")},
     finish_release={"W": CONTENT},
     body=StepInvoke(),
     body_end_mode="S",
-    reject_mode="S",
+    reject_mode="R",
     tool_context=tool_types,
 )

@@ -19,5 +19,5 @@ SPEC = json_tool_spec(
     opens=("[",),
     ends=("```", "</tool_call>"),
     after="content",
-    options={"array": True},
+    options={"array": True, "decode_string_args": True},
 )
