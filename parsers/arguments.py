@@ -10,7 +10,9 @@
   candidate types are tried in the order null, integer, number, boolean, object, array,
   string; the first that converts wins; a value that fits none is JSON-decoded if possible,
   else kept as the raw string (BR35: ``"2026-01-15"`` for an integer stays a string). A
-  parameter without schema stays a string (BR36: zip code ``"03106"``).
+  parameter without schema stays a string (BR36: zip code ``"03106"``). Deliberate
+  difference: an object/array decoded from text is coerced by its nested ``properties`` /
+  ``items`` too (vLLM recurses only into values that arrive already decoded).
 * **Pythonic literals** (:func:`python_literal`): the source text of one keyword-argument value
   (``'x'``, ``[1, 2]``, ``{'a': None}``, ``{'a', 'b'}``) to a JSON value via :mod:`ast`:
   ``None``/``True``/``False`` and also ``null``/``true``/``false`` (olmo3), tuples and sets
@@ -99,7 +101,8 @@ def coerce(value: Any, schema: Mapping[str, Any] | None) -> Any:
     if schema is None:
         return value
     if isinstance(value, str):
-        return coerce_text(value, schema["t"])
+        value = coerce_text(value, schema["t"])
+        return coerce(value, schema) if isinstance(value, (dict, list)) else value
     if isinstance(value, dict):
         props = schema.get("p")
         return {k: coerce(v, props.get(k)) for k, v in value.items()} if props else value
@@ -205,7 +208,11 @@ def python_literal(source: str) -> Any:
 
 
 def _literal(node: ast.expr) -> Any:
-    if isinstance(node, ast.Constant) and not isinstance(node.value, (bytes, complex)) and node.value is not ...:
+    if (
+        isinstance(node, ast.Constant)
+        and not isinstance(node.value, (bytes, complex))
+        and node.value is not ...
+    ):
         if isinstance(node.value, float) and not math.isfinite(node.value):
             raise ValueError("non-finite number")
         return node.value

@@ -174,7 +174,9 @@ def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, ou
 def _feed_body(spec: FormatSpec, st: dict[str, Any], buf: str, pos: int, out: list[Event]) -> int:
     assert spec.body is not None
     text = buf[pos:]
-    events, end = spec.body.feed(st["body"], text, st["ctx"]) if "ctx" in st else spec.body.feed(st["body"], text)
+    events, end = (
+        spec.body.feed(st["body"], text, st["ctx"]) if "ctx" in st else spec.body.feed(st["body"], text)
+    )
     _handle(spec, st, events, end, out)
     return len(buf) if end is None else pos + end
 

@@ -321,8 +321,9 @@ class XmlCalls:
         pend = st["pend"]
         if pend is not None and st["nk"] == 0:
             inner = _decode(pend[1]) if isinstance(pend[1], str) else pend[1]
-            if isinstance(inner, dict) and set(inner) <= set(st["types"] or ()):
-                ev.append(("args", dumps(inner)[1:]))
+            types = st["types"] or {}
+            if isinstance(inner, dict) and set(inner) <= set(types):
+                ev.append(("args", dumps({k: coerce(v, types[k]) for k, v in inner.items()})[1:]))
                 return
         self._flush_pend(st, ev)
         ev.append(("args", "}"))
