@@ -62,10 +62,32 @@ class PyCalls:
             "tail": "",
         }
         _new_call(st)
+        _pack(st)
         return st
 
     def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
         """Consume ``text``; see :class:`parsers.spec.BodyHandler`."""
+        _unpack(st)
+        try:
+            return self._feed(st, text)
+        finally:
+            _pack(st)
+
+    def finish(self, st: dict[str, Any]) -> list[Event]:
+        """End of stream: close a committed call (a partial argument is dropped), else reject."""
+        _unpack(st)
+        try:
+            if st["ph"] == "val" and st["pq"]:
+                st["v"].append(st["q"] + st["pw"])
+                st.update(q="", pq=False, pw="")
+            if st["cm"]:
+                return [("args", "}")]
+            return _fail(st, st["tail"])
+        finally:
+            _pack(st)
+
+    @staticmethod
+    def _feed(st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
         ev: list[Event] = []
         buf = st["tail"] + text
         st["tail"] = ""
@@ -83,26 +105,33 @@ class PyCalls:
             i = j
         return ev, None
 
-    def finish(self, st: dict[str, Any]) -> list[Event]:
-        """End of stream: close a committed call (a partial argument is dropped), else reject."""
-        if st["ph"] == "val" and st["pq"]:
-            st["v"] += st["q"] + st["pw"]
-            st.update(q="", pq=False, pw="")
-        if st["cm"]:
-            return [("args", "}")]
-        return _fail(st, st["tail"])
+
+#: Growing texts are lists while a step runs (appends stay O(piece)), strings in the state.
+_GROWING = ("raw", "el", "v")
+
+
+def _unpack(st: dict[str, Any]) -> None:
+    for key in _GROWING:
+        if isinstance(st[key], str):
+            st[key] = [st[key]]
+
+
+def _pack(st: dict[str, Any]) -> None:
+    for key in _GROWING:
+        if isinstance(st[key], list):
+            st[key] = "".join(st[key])
 
 
 def _new_call(st: dict[str, Any]) -> None:
-    st.update(name="", kw="", v="", q="", esc=False, d=0, pq=False, pw="", cm=False, nk=0, el="")
+    st.update(name="", kw="", v=[], q="", esc=False, d=0, pq=False, pw="", cm=False, nk=0, el=[])
 
 
 def _track(st: dict[str, Any], consumed: str) -> None:
     """Keep raw text for rejection while nothing (or not this element) is committed."""
     if st["raw"] is not None:
-        st["raw"] += consumed
+        st["raw"].append(consumed)
     if not st["cm"]:
-        st["el"] += consumed
+        st["el"].append(consumed)
 
 
 def _fail(st: dict[str, Any], unread: str) -> list[Event]:
@@ -110,9 +139,9 @@ def _fail(st: dict[str, Any], unread: str) -> list[Event]:
     close the committed call / give back the uncommitted element; ``unread`` is held text
     that goes back as content too."""
     if st["commits"] == 0 and not st["cm"]:
-        return [("reject", st["raw"] + unread)]
+        return [("reject", "".join(st["raw"]) + unread)]
     ev: list[Event] = [("args", "}")] if st["cm"] else []
-    back = ("" if st["cm"] else st["el"]) + unread
+    back = ("" if st["cm"] else "".join(st["el"])) + unread
     return ev + [("reject", back)] if back else ev
 
 
@@ -180,7 +209,7 @@ def _kw(st: dict[str, Any], buf: str, i: int, ev: list[Event]) -> int:
         _end_call(st, ev)
         return i + 1
     if _IDENT_START.match(c):
-        st.update(ph="kwname", kw="", v="", q="", esc=False, d=0, pq=False, pw="")
+        st.update(ph="kwname", kw="", v=[], q="", esc=False, d=0, pq=False, pw="")
         return i
     return _FAIL
 
@@ -204,13 +233,14 @@ def _val(st: dict[str, Any], buf: str, i: int, ev: list[Event]) -> int:
     if st["q"]:
         return _in_string(st, buf, i)
     if c in "'\"":
-        st.update(q=c, v=st["v"] + c)
+        st["q"] = c
+        st["v"].append(c)
     elif c in "([{":
         st["d"] += 1
-        st["v"] += c
+        st["v"].append(c)
     elif c in ")]}" and st["d"]:
         st["d"] -= 1
-        st["v"] += c
+        st["v"].append(c)
     elif c in ",)" and not st["d"]:
         if not _end_value(st, ev):
             return _FAIL
@@ -221,7 +251,7 @@ def _val(st: dict[str, Any], buf: str, i: int, ev: list[Event]) -> int:
     elif c in ")]}":
         return _FAIL
     else:
-        st["v"] += c
+        st["v"].append(c)
     return i + 1
 
 
@@ -232,31 +262,34 @@ def _in_string(st: dict[str, Any], buf: str, i: int) -> int:
             st["pw"] += c
             return i + 1
         closes = c in _CLOSERS
-        st["v"] += (q if closes else "\\" + q) + st["pw"]
+        st["v"].append((q if closes else "\\" + q) + st["pw"])
         st.update(pq=False, pw="", q="" if closes else q)
         return i  # reprocess c
     if st["esc"]:
-        st.update(esc=False, v=st["v"] + c)
+        st["esc"] = False
+        st["v"].append(c)
     elif c == "\\":
-        st.update(esc=True, v=st["v"] + c)
+        st["esc"] = True
+        st["v"].append(c)
     elif c == q:
         if st["nq"]:
             st["pq"] = True
         else:
-            st.update(q="", v=st["v"] + c)
+            st["q"] = ""
+            st["v"].append(c)
     elif c < " ":
-        st["v"] += repr(c)[1:-1]
+        st["v"].append(repr(c)[1:-1])
     else:
         m = _STR_PLAIN[q].match(buf, i)
         assert m is not None
-        st["v"] += m.group()
+        st["v"].append(m.group())
         return m.end()
     return i + 1
 
 
 def _end_value(st: dict[str, Any], ev: list[Event]) -> bool:
     try:
-        value = python_literal(st["v"])
+        value = python_literal("".join(st["v"]))
     except ValueError:
         return False
     piece = dumps(st["kw"]) + ": " + dumps(value)
@@ -270,7 +303,7 @@ def _end_value(st: dict[str, Any], ev: list[Event]) -> bool:
 
 
 def _commit(st: dict[str, Any], ev: list[Event]) -> None:
-    st.update(cm=True, raw=None, el="")
+    st.update(cm=True, raw=None, el=[])
     st["commits"] += 1
     ev.append(("name", st["name"]))
 
@@ -281,7 +314,7 @@ def _end_call(st: dict[str, Any], ev: list[Event]) -> None:
     else:
         _commit(st, ev)
         ev.append(("args", "{}"))
-    st.update(cm=False, el="", ph="call")
+    st.update(cm=False, el=[], ph="call")
 
 
 _STEP = {

@@ -37,6 +37,7 @@ from .arguments import coerce, dumps, is_string_only
 from .spec import Event
 
 MAX_TAG = 256
+_NAME_END = re.compile(r"[\n<]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +92,12 @@ class XmlCalls:
         self.call_attr = re.compile(tags.call_attr, re.DOTALL)
         self.param_attr = re.compile(tags.param_attr, re.DOTALL)
         opt = [t for t in (tags.call_head, tags.call_close) if t]
-        self.heads = {
+        heads = {
             "pre": opt + [tags.block_end, *tags.ignore],
             "args": opt + [tags.param_head, tags.param_close, tags.block_end, *tags.ignore],
             "vopen": [t for t in (tags.value_open, tags.param_head, tags.block_end) if t],
         }
+        self.heads = {ph: sorted(set(hs), key=len, reverse=True) for ph, hs in heads.items()}
         ends = [tags.param_close, tags.param_head, tags.block_end] + opt
         self.value_end = _alternation(ends)
         self.value_prefixes = frozenset(t[:i] for t in ends for i in range(1, len(t)))
@@ -168,7 +170,7 @@ class XmlCalls:
             return len(buf), False
         rest = buf[i : i + MAX_TAG]
         heads = self.heads[st["ph"]]
-        head = next((h for h in sorted(heads, key=len, reverse=True) if rest.startswith(h)), None)
+        head = next((h for h in heads if rest.startswith(h)), None)
         if head is None:
             waiting = any(h.startswith(rest) for h in heads)
             return (i, False) if waiting else (i + 1, True)
@@ -208,7 +210,7 @@ class XmlCalls:
     def _scan_name(self, st: dict[str, Any], pos: int, ev: list[Event], ctx: Any) -> tuple[int, bool]:
         """GLM: the call name is the text before the first newline or tag."""
         buf = st["buf"]
-        m = re.compile(r"[\n<]").search(buf, pos)
+        m = _NAME_END.search(buf, pos)
         if m is None:
             st["name"] += buf[pos:]
             return len(buf), False
