@@ -30,7 +30,10 @@ Adding a family (see ``formats/hermes.py`` and ``formats/qwen3.py``):
 
 1. Write ``parsers/formats/<family>.py`` exposing ``SPEC``; reuse a factory when one fits
    (``formats.think.think_spec`` for ``<think>``-style reasoning, ``formats.hermes.hermes_spec``
-   for ``<tag>{json}</tag>`` calls), else build a ``FormatSpec`` as above.
+   for ``<tag>{json}</tag>`` calls, ``formats.xml.xml_spec`` with a ``parsers.xmlcalls.XmlTags``
+   for XML-style calls, ``formats.pythonic.pythonic_spec`` for pythonic calls), else build a
+   ``FormatSpec`` as above. Schema-aware formats set ``tool_context`` (e.g.
+   ``parsers.arguments.tool_types``) so the body handler gets the request's tool types.
 2. Tool formats route call bodies to a ``"body"`` mode; write at most one ``BodyHandler``
    (``parsers.jsoncalls.JsonCalls`` covers JSON objects/arrays) with ``body_end_mode`` (where
    text after a call goes: ``"drop"`` or ``"content"`` sink) and ``reject_mode``.

@@ -337,8 +337,8 @@ PY_PIECES = [
     "None", "true", "\n", " ", "<|python_start|>", "<|python_end|>", "<|tool_call_start|>",
     "<|tool_call_end|>", "<function_calls>", "</function_calls>", "prose", "'it's'", "07",
 ]  # fmt: skip
-XML_PARSERS = ["qwen3_coder", "seed_oss", "glm45", "minimax_m2", "deepseek_v32", "deepseek_v4"]
-PY_PARSERS = ["pythonic", "olmo3", "lfm2"]
+XML_PARSERS = "qwen3_coder qwen3_xml step3p5 seed_oss glm45 glm47 minimax_m2 deepseek_v32 deepseek_v4".split()
+PY_PARSERS = ["pythonic", "llama4_pythonic", "olmo3", "lfm2"]
 
 
 @st.composite
