@@ -138,6 +138,8 @@ class FormatSpec:
             JSON value from the request's ``tools`` (e.g. declared names and parameter types);
             the engine keeps it in its state as ``ctx`` and passes it to the body handler as
             ``feed(st, text, ctx)`` / ``finish(st, ctx)``, so later chunks need no request.
+        strip_on_none: tool specs only: with ``tool_choice="none"`` the format still runs and its
+            markup is removed, only the calls are dropped (vLLM engine parsers).
         hold_ws: content modes whose trailing whitespace is held in ``state["hold"]`` until
             non-whitespace text of the mode follows (then released as content), a transition's
             ``release`` decides, or ``finish_release`` at end of stream. In such specs a body's
@@ -164,6 +166,7 @@ class FormatSpec:
     turn_boundaries: tuple[str, ...] = ()
     guided_json: bool = True
     tool_context: Callable[[Any], Any] | None = None
+    strip_on_none: bool = False
     hold_ws: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:

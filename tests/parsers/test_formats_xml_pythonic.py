@@ -201,6 +201,13 @@ def test_qwen3_coder_required_tool_choice_parses_native_xml():
     assert args(r) == [("get_weather", {"city": "Rome"})]
 
 
+def test_tool_choice_none_strips_markup_of_engine_formats():
+    """tool_choice="none": engine formats still remove their markup, the calls are dropped."""
+    r = both("qwen3_coder", "Answer. " + qcall("get_weather", city="Rome") + " bye", tool_choice="none")
+    assert r.tool_calls == () and r.content == "Answer. bye"
+    assert both("pythonic", "[f(x=1)]", tool_choice="none").content == "[f(x=1)]"
+
+
 def test_seed_oss_malformed_header_keeps_sibling():
     """A header without '>' drops only its own call (vLLM #46314)."""
     text = (
