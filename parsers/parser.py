@@ -10,8 +10,8 @@ per-request state is a plain JSON-compatible dict::
 
 Tool phase selection (vLLM 0.33 serving, parsers.md sections 1 and 9.9): no ``tools`` or
 ``tool_choice="none"`` → no tool parsing (markup stays content), except that specs with
-``strip_on_none`` (vLLM engine parsers) still parse with ``"tk": "none"`` and drop the calls; ``auto`` → the native format
-when ``enable_auto_tool_choice``; ``required`` → guided JSON array
+``strip_on_none`` (vLLM engine parsers) still parse with ``"tk": "none"`` and drop the calls;
+``auto`` → the native format when ``enable_auto_tool_choice``; ``required`` → guided JSON array
 ``[{"name", "parameters"}]``; named → the whole output is the arguments object. Formats whose
 spec has ``guided_json=False`` parse their native syntax for required/named too.
 """
