@@ -123,7 +123,7 @@ def coerce_text(value: str, types: Sequence[str]) -> Any:
         ok, result = _TRY[kind](value)
         if ok:
             return result
-    ok, result = _json(value)
+    ok, result = json_value(value)
     return result if ok else value
 
 
@@ -158,12 +158,13 @@ def _boolean(value: str) -> tuple[bool, Any]:
     return False, None
 
 
-def _json(value: str) -> tuple[bool, Any]:
+def json_value(value: str) -> tuple[bool, Any]:
+    """Decode JSON text; non-finite numbers and nesting deeper than Python can recurse fail."""
     try:
         result = json.loads(value)
-    except ValueError:
+        return _finite(result), result
+    except (ValueError, RecursionError):
         return False, None
-    return _finite(result), result
 
 
 def _finite(value: Any) -> bool:
@@ -177,7 +178,7 @@ def _finite(value: Any) -> bool:
 
 
 _TRY = {"null": _null, "integer": _integer, "number": _number, "boolean": _boolean,
-        "object": _json, "array": _json}  # fmt: skip
+        "object": json_value, "array": json_value}  # fmt: skip
 
 
 def dumps(value: Any) -> str:
@@ -198,13 +199,13 @@ def python_literal(source: str) -> Any:
         ValueError: not a literal (names, calls, operators, syntax errors).
     """
     try:
-        tree = ast.parse(source.strip(), mode="eval")
-    except SyntaxError:
         try:
+            tree = ast.parse(source.strip(), mode="eval")
+        except SyntaxError:
             tree = ast.parse(_LEADING_ZEROS.sub(lambda m: m.group(1) or "", source.strip()), mode="eval")
-        except SyntaxError as exc:
-            raise ValueError(f"not a python literal: {source!r}") from exc
-    return _literal(tree.body)
+        return _literal(tree.body)
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"not a python literal: {source[:80]!r}") from exc
 
 
 def _literal(node: ast.expr) -> Any:

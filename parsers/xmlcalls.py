@@ -27,13 +27,12 @@ a call opened), ``bare``, call ``skip``/``types``/``nk``, value ``key``/``dec``/
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .arguments import coerce, dumps, is_string_only
+from .arguments import coerce, dumps, is_string_only, json_value
 from .spec import Event
 
 MAX_TAG = 256
@@ -343,10 +342,9 @@ class XmlCalls:
 
 
 def _decode(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+    """JSON-decode a DSML ``string="false"`` value; keep the text when it is not JSON."""
+    ok, value = json_value(text)
+    return value if ok else text
 
 
 def _partial(buf: str, pos: int, prefixes: frozenset[str]) -> int:

@@ -111,6 +111,22 @@ def test_python_literal_conversions():
         python_literal("os.system('x')")
 
 
+def test_pathologically_nested_values_do_not_raise():
+    """Nesting deeper than Python can recurse stays a raw string (XML) or content (pythonic)."""
+    deep = "[" * 50000 + "]" * 50000
+    for name, text in [
+        ("qwen3_coder", f"<tool_call><function=f><parameter=a>{deep}</parameter></function></tool_call>"),
+        ("pythonic", f"[f(a={deep})]"),
+    ]:
+        p, ctx = parsers.get_parser(None, name), ParseContext(tools=TOOLS)
+        batch = p.parse(ctx, None, text)
+        assert run_stream(p, ctx, [text[i : i + 7000] for i in range(0, len(text), 7000)])[1] == batch
+        if name == "pythonic":
+            assert batch.content == text
+        else:
+            assert json.loads(batch.tool_calls[0].arguments) == {"a": deep}
+
+
 # -- qwen3_coder family -----------------------------------------------------------------
 
 
