@@ -21,8 +21,10 @@ are built as JSON text with ``json.dumps`` spacing (``{"k": v, "k2": v2}``) and 
 
 A block in which no call opener appeared is rejected (its raw text becomes content). Text
 between tags is ignored. State keys: ``buf``, ``ph`` phase, ``raw`` held raw text (``None`` once
-a call opened), ``bare``, call ``skip``/``types``/``nk``, value ``key``/``dec``/``st``/``go``/
-``nl``/``val``/``pend`` (DSML wrapper held for unwrapping).
+a call opened), ``bare``, ``name`` (GLM name so far), call ``skip``/``types`` (this tool's
+compact parameter schemas)/``nk`` (arguments sent), value ``key``/``dec`` (JSON-decode)/``st``
+(streamed)/``go`` (first character seen)/``nl`` (held newline)/``val`` (held text)/``pend`` (DSML
+wrapper held for unwrapping).
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ class XmlCalls:
             if ph == "val":
                 pos, more = self._scan_value(st, pos, ev, final)
             elif ph == "key":
-                pos, more = self._scan_key(st, pos, final)
+                pos, more = self._scan_key(st, pos)
             elif ph == "name":
                 pos, more = self._scan_name(st, pos, ev, ctx)
             else:
@@ -216,7 +218,8 @@ class XmlCalls:
         self._open_call(st, st["name"] + buf[pos : m.start()], ev, ctx)
         return m.start(), True
 
-    def _scan_key(self, st: dict[str, Any], pos: int, final: bool) -> tuple[int, bool]:
+    def _scan_key(self, st: dict[str, Any], pos: int) -> tuple[int, bool]:
+        """GLM: the key is the text up to ``key_close``; then ``value_open`` is expected."""
         buf = st["buf"]
         m = self.key_end.search(buf, pos)
         if m is None:
