@@ -128,9 +128,9 @@ def _new_call(st: dict[str, Any]) -> None:
 
 def _track(st: dict[str, Any], consumed: str) -> None:
     """Keep raw text for rejection while nothing (or not this element) is committed."""
-    if st["raw"] is not None:
+    if st["raw"] is not None:  # nothing committed yet: the whole body is the rejectable text
         st["raw"].append(consumed)
-    if not st["cm"]:
+    elif not st["cm"]:
         st["el"].append(consumed)
 
 
