@@ -69,6 +69,11 @@ _TOOL: dict[str, str] = {
     "minimax_m2": "parsers.formats.minimax_m2:SPEC",
     "deepseek_v32": "parsers.formats.dsml:V32",
     "deepseek_v4": "parsers.formats.dsml:V4",
+    # pythonic calls (parsers.pycalls)
+    "pythonic": "parsers.formats.pythonic:SPEC",
+    "llama4_pythonic": "parsers.formats.pythonic:SPEC",
+    "olmo3": "parsers.formats.olmo3:SPEC",
+    "lfm2": "parsers.formats.lfm2:SPEC",
 }
 
 REASONING_PARSERS: tuple[str, ...] = tuple(sorted(_REASONING))

@@ -10,7 +10,9 @@
   candidate types are tried in the order null, integer, number, boolean, object, array,
   string; the first that converts wins; a value that fits none is JSON-decoded if possible,
   else kept as the raw string (BR35: ``"2026-01-15"`` for an integer stays a string). A
-  parameter without schema stays a string (BR36: zip code ``"03106"``).
+  parameter without schema stays a string (BR36: zip code ``"03106"``). Deliberate
+  difference: an object/array decoded from text is coerced by its nested ``properties`` /
+  ``items`` too (vLLM recurses only into values that arrive already decoded).
 * **Pythonic literals** (:func:`python_literal`): the source text of one keyword-argument value
   (``'x'``, ``[1, 2]``, ``{'a': None}``, ``{'a', 'b'}``) to a JSON value via :mod:`ast`:
   ``None``/``True``/``False`` and also ``null``/``true``/``false`` (olmo3), tuples and sets
@@ -99,7 +101,8 @@ def coerce(value: Any, schema: Mapping[str, Any] | None) -> Any:
     if schema is None:
         return value
     if isinstance(value, str):
-        return coerce_text(value, schema["t"])
+        value = coerce_text(value, schema["t"])
+        return coerce(value, schema) if isinstance(value, (dict, list)) else value
     if isinstance(value, dict):
         props = schema.get("p")
         return {k: coerce(v, props.get(k)) for k, v in value.items()} if props else value
@@ -120,7 +123,7 @@ def coerce_text(value: str, types: Sequence[str]) -> Any:
         ok, result = _TRY[kind](value)
         if ok:
             return result
-    ok, result = _json(value)
+    ok, result = json_value(value)
     return result if ok else value
 
 
@@ -155,12 +158,13 @@ def _boolean(value: str) -> tuple[bool, Any]:
     return False, None
 
 
-def _json(value: str) -> tuple[bool, Any]:
+def json_value(value: str) -> tuple[bool, Any]:
+    """Decode JSON text; non-finite numbers and nesting deeper than Python can recurse fail."""
     try:
         result = json.loads(value)
-    except ValueError:
+        return _finite(result), result
+    except (ValueError, RecursionError):
         return False, None
-    return _finite(result), result
 
 
 def _finite(value: Any) -> bool:
@@ -174,7 +178,7 @@ def _finite(value: Any) -> bool:
 
 
 _TRY = {"null": _null, "integer": _integer, "number": _number, "boolean": _boolean,
-        "object": _json, "array": _json}  # fmt: skip
+        "object": json_value, "array": json_value}  # fmt: skip
 
 
 def dumps(value: Any) -> str:
@@ -195,17 +199,21 @@ def python_literal(source: str) -> Any:
         ValueError: not a literal (names, calls, operators, syntax errors).
     """
     try:
-        tree = ast.parse(source.strip(), mode="eval")
-    except SyntaxError:
         try:
+            tree = ast.parse(source.strip(), mode="eval")
+        except SyntaxError:
             tree = ast.parse(_LEADING_ZEROS.sub(lambda m: m.group(1) or "", source.strip()), mode="eval")
-        except SyntaxError as exc:
-            raise ValueError(f"not a python literal: {source!r}") from exc
-    return _literal(tree.body)
+        return _literal(tree.body)
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"not a python literal: {source[:80]!r}") from exc
 
 
 def _literal(node: ast.expr) -> Any:
-    if isinstance(node, ast.Constant) and not isinstance(node.value, (bytes, complex)) and node.value is not ...:
+    if (
+        isinstance(node, ast.Constant)
+        and not isinstance(node.value, (bytes, complex))
+        and node.value is not ...
+    ):
         if isinstance(node.value, float) and not math.isfinite(node.value):
             raise ValueError("non-finite number")
         return node.value

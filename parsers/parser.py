@@ -10,8 +10,9 @@ per-request state is a plain JSON-compatible dict::
      "h": history_tool_call_cnt (numbers native call ids, FormatSpec.call_id)}
 
 Tool phase selection (vLLM 0.33 serving, parsers.md sections 1 and 9.9): no ``tools`` or
-``tool_choice="none"`` → no tool parsing (markup stays content); ``auto`` → the native format
-when ``enable_auto_tool_choice``; ``required`` → guided JSON array
+``tool_choice="none"`` → no tool parsing (markup stays content), except that specs with
+``strip_on_none`` (vLLM engine parsers) still parse with ``"tk": "none"`` and drop the calls;
+``auto`` → the native format when ``enable_auto_tool_choice``; ``required`` → guided JSON array
 ``[{"name", "parameters"}]``; named → the whole output is the arguments object. Formats whose
 spec has ``guided_json=False`` parse their native syntax for required/named too.
 """
@@ -153,8 +154,11 @@ class Parser:
 
     def _tool_kind(self, ctx: ParseContext) -> tuple[str | None, dict[str, Any] | None]:
         choice = ctx.tool_choice
-        if not ctx.tools or choice == "none":
+        if not ctx.tools:
             return None, None
+        if choice == "none":  # engine formats still strip their markup; calls are dropped
+            strip = self.tool is not None and self.tool.strip_on_none and ctx.enable_auto_tool_choice
+            return ("none" if strip else None), None
         native_forced = self.tool is not None and not self.tool.guided_json
         if isinstance(choice, Mapping):
             if native_forced:
@@ -168,7 +172,7 @@ class Parser:
         return None, None
 
     def _tool_spec(self, kind: str) -> FormatSpec:
-        if kind == "native":
+        if kind in ("native", "none"):
             assert self.tool is not None
             return self.tool
         return _GUIDED[kind]
@@ -190,6 +194,8 @@ class Parser:
                 events.append(ev)
         if final and tspec is not None:
             events += machine.finish(tspec, st["t"])
+        if st["tk"] == "none":
+            events = [ev for ev in events if ev[0] in ("content", "reasoning")]
         call_id = self.tool.call_id if self.tool is not None and st["t"] is not None else None
         return _to_deltas(events, st["ir"], st["pt"], _ids(call_id, st.get("h", 0)))
 

@@ -44,9 +44,14 @@ Adding a family (see ``formats/hermes.py`` and ``formats/qwen3.py``):
 1. Write ``parsers/formats/<family>.py`` exposing ``SPEC``; reuse a factory when one fits
    (``formats.think.think_spec`` for ``<think>``-style reasoning, ``formats.hermes.hermes_spec``
    for ``<tag>{json}</tag>`` calls, ``formats.jsontools.json_tool_spec`` for any start marker
-   followed by a JSON call object or array: llama, granite, jamba, xlam, mistral ...), else
-   build a ``FormatSpec`` as above. Every special token the format reads must be a marker
-   text (even one only the body handler reads), so the derender keeps that token's text.
+   followed by a JSON call object or array: llama, granite, jamba, xlam, mistral ...,
+   ``formats.xml.xml_spec`` with a ``parsers.xmlcalls.XmlTags`` for XML-style calls,
+   ``formats.pythonic.pythonic_spec`` for pythonic calls, ``parsers.rawargs.RawArgs`` with a
+   routed header for verbatim arguments between special tokens: kimi, deepseek, harmony),
+   else build a ``FormatSpec`` as above. Every special token the format reads must be a
+   marker text (even one only the body handler reads), so the derender keeps that token's
+   text. Schema-aware formats set ``tool_context`` (e.g. ``parsers.arguments.tool_types``)
+   so the body handler gets the request's tool types.
 2. Tool formats route call bodies to a ``"body"`` mode; write at most one ``BodyHandler``
    (``parsers.jsoncalls.JsonCalls`` covers JSON objects/arrays) with ``body_end_mode`` (where
    text after a call goes: ``"drop"`` or ``"content"`` sink) and ``reject_mode``.
@@ -169,6 +174,8 @@ class FormatSpec:
             JSON value from the request's ``tools`` (e.g. declared names and parameter types);
             the engine keeps it in its state as ``ctx`` and passes it to the body handler as
             ``feed(st, text, ctx)`` / ``finish(st, ctx)``, so later chunks need no request.
+        strip_on_none: tool specs only: with ``tool_choice="none"`` the format still runs and its
+            markup is removed, only the calls are dropped (vLLM engine parsers).
         hold_ws: content modes whose trailing whitespace is held in ``state["hold"]`` until
             non-whitespace text of the mode follows (then released as content), a transition's
             ``release`` decides, or ``finish_release`` at end of stream. In such specs a body's
@@ -205,6 +212,7 @@ class FormatSpec:
     hold_trailing: Mapping[str, str] = field(default_factory=dict)
     call_id: Callable[[int, str], str] | None = None
     tool_context: Callable[[Any], Any] | None = None
+    strip_on_none: bool = False
     hold_ws: frozenset[str] = frozenset()
     forced_mode: str | None = None
     reject_to_origin: bool = False

@@ -21,22 +21,24 @@ are built as JSON text with ``json.dumps`` spacing (``{"k": v, "k2": v2}``) and 
 
 A block in which no call opener appeared is rejected (its raw text becomes content). Text
 between tags is ignored. State keys: ``buf``, ``ph`` phase, ``raw`` held raw text (``None`` once
-a call opened), ``bare``, call ``skip``/``types``/``nk``, value ``key``/``dec``/``st``/``go``/
-``nl``/``val``/``pend`` (DSML wrapper held for unwrapping).
+a call opened), ``bare``, ``name`` (GLM name so far), call ``skip``/``types`` (this tool's
+compact parameter schemas)/``nk`` (arguments sent), value ``key``/``dec`` (JSON-decode)/``st``
+(streamed)/``go`` (first character seen)/``nl`` (held newline)/``val`` (held text)/``pend`` (DSML
+wrapper held for unwrapping).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .arguments import coerce, dumps, is_string_only
+from .arguments import coerce, dumps, is_string_only, json_value
 from .spec import Event
 
 MAX_TAG = 256
+_NAME_END = re.compile(r"[\n<]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +93,12 @@ class XmlCalls:
         self.call_attr = re.compile(tags.call_attr, re.DOTALL)
         self.param_attr = re.compile(tags.param_attr, re.DOTALL)
         opt = [t for t in (tags.call_head, tags.call_close) if t]
-        self.heads = {
+        heads = {
             "pre": opt + [tags.block_end, *tags.ignore],
             "args": opt + [tags.param_head, tags.param_close, tags.block_end, *tags.ignore],
             "vopen": [t for t in (tags.value_open, tags.param_head, tags.block_end) if t],
         }
+        self.heads = {ph: sorted(set(hs), key=len, reverse=True) for ph, hs in heads.items()}
         ends = [tags.param_close, tags.param_head, tags.block_end] + opt
         self.value_end = _alternation(ends)
         self.value_prefixes = frozenset(t[:i] for t in ends for i in range(1, len(t)))
@@ -149,7 +152,7 @@ class XmlCalls:
             if ph == "val":
                 pos, more = self._scan_value(st, pos, ev, final)
             elif ph == "key":
-                pos, more = self._scan_key(st, pos, final)
+                pos, more = self._scan_key(st, pos)
             elif ph == "name":
                 pos, more = self._scan_name(st, pos, ev, ctx)
             else:
@@ -168,7 +171,7 @@ class XmlCalls:
             return len(buf), False
         rest = buf[i : i + MAX_TAG]
         heads = self.heads[st["ph"]]
-        head = next((h for h in sorted(heads, key=len, reverse=True) if rest.startswith(h)), None)
+        head = next((h for h in heads if rest.startswith(h)), None)
         if head is None:
             waiting = any(h.startswith(rest) for h in heads)
             return (i, False) if waiting else (i + 1, True)
@@ -208,14 +211,15 @@ class XmlCalls:
     def _scan_name(self, st: dict[str, Any], pos: int, ev: list[Event], ctx: Any) -> tuple[int, bool]:
         """GLM: the call name is the text before the first newline or tag."""
         buf = st["buf"]
-        m = re.compile(r"[\n<]").search(buf, pos)
+        m = _NAME_END.search(buf, pos)
         if m is None:
             st["name"] += buf[pos:]
             return len(buf), False
         self._open_call(st, st["name"] + buf[pos : m.start()], ev, ctx)
         return m.start(), True
 
-    def _scan_key(self, st: dict[str, Any], pos: int, final: bool) -> tuple[int, bool]:
+    def _scan_key(self, st: dict[str, Any], pos: int) -> tuple[int, bool]:
+        """GLM: the key is the text up to ``key_close``; then ``value_open`` is expected."""
         buf = st["buf"]
         m = self.key_end.search(buf, pos)
         if m is None:
@@ -321,8 +325,9 @@ class XmlCalls:
         pend = st["pend"]
         if pend is not None and st["nk"] == 0:
             inner = _decode(pend[1]) if isinstance(pend[1], str) else pend[1]
-            if isinstance(inner, dict) and set(inner) <= set(st["types"] or ()):
-                ev.append(("args", dumps(inner)[1:]))
+            types = st["types"] or {}
+            if isinstance(inner, dict) and set(inner) <= set(types):
+                ev.append(("args", dumps({k: coerce(v, types[k]) for k, v in inner.items()})[1:]))
                 return
         self._flush_pend(st, ev)
         ev.append(("args", "}"))
@@ -340,10 +345,9 @@ class XmlCalls:
 
 
 def _decode(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+    """JSON-decode a DSML ``string="false"`` value; keep the text when it is not JSON."""
+    ok, value = json_value(text)
+    return value if ok else text
 
 
 def _partial(buf: str, pos: int, prefixes: frozenset[str]) -> int:

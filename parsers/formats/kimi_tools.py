@@ -13,7 +13,8 @@ Wire format (markers are special tokens)::
 * Arguments are verbatim (invalid JSON passed through), stripped, ``{}`` when empty.
 * Content before the section is kept verbatim (trailing spaces included); whitespace-only
   content before a section is dropped; text after the section is dropped, calls after it
-  are still parsed (vLLM stays in its tool preamble state). The singular section tokens
+  are still parsed (vLLM stays in its tool preamble state). ``tool_choice="none"`` still
+  strips the markup (vLLM engine parser), calls dropped. The singular section tokens
   ``<|tool_call_section_begin|>``/``<|tool_call_section_end|>`` are accepted too.
 """
 
@@ -81,4 +82,5 @@ SPEC = FormatSpec(
     reject_mode="S",
     route=_route,
     call_id=lambda n, name: f"functions.{name}:{n}",
+    strip_on_none=True,
 )

@@ -12,6 +12,8 @@ text after it is dropped. Options (parsers.md sections 3, 9.5):
 * ``keep_after=False``: text after the first block is dropped (DeepSeek DSML).
 * ``bare``: call-opener heads that start a call without the block marker
   (``<function=``, ``<｜DSML｜invoke``).
+* All of them are vLLM engine parsers: with ``tool_choice="none"`` the markup is still removed
+  and only the calls are dropped (``strip_on_none``).
 * ``guided_json``: False for the formats vLLM 0.33 constrains with structural tags
   (``structural_tag_model`` set): ``tool_choice`` required/named then parse the native syntax.
 """
@@ -54,6 +56,7 @@ def xml_spec(
         guided_json=guided_json,
         tool_context=tool_types,
         hold_ws=frozenset({"C"}) if strip else frozenset(),
+        strip_on_none=True,
     )
 
 

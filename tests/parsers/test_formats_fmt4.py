@@ -363,3 +363,10 @@ def test_headers_are_bounded():
     assert [c.name for c in joined.tool_calls] == ["f"] and max(len(orjson.dumps(s)) for s in states) < 1200
     v31 = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + junk + "<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
     assert parse(None, "deepseek_v31", v31).tool_calls == ()
+
+
+def test_kimi_tool_choice_none_strips_the_markup():
+    """tool_choice none: Kimi (a vLLM engine parser) still removes the section, drops calls."""
+    text = kimi(KIMI_CALL.format(header="functions.f:0", args="{}"), "Hi. ", " tail")
+    ctx = ParseContext(tools=TOOLS, tool_choice="none")
+    assert parse(None, "kimi_k2", text, ctx) == parsers.ParseResult(content="Hi. ")
