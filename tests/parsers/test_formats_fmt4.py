@@ -280,6 +280,78 @@ def test_harmony_calls_only_with_an_active_tool_phase(oss):
     assert parser.reasoning_ended(parser.start(CTX, None)) is True
 
 
+#: Batch results of vLLM 0.33's HarmonyParser (openai_gptoss + openai) on these outputs, recorded
+#: by running it by hand on the gpt-oss tokenizer (token ids from the same encode). Its
+#: arguments are json.dumps re-serialised (ours: the raw text, compared after json.loads).
+VLLM_HARMONY = [
+    (
+        "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary"
+        ' to=functions.get_weather <|constrain|>json<|message|>{"location":  "SF"}<|call|>',
+        None,
+        "Need weather.",
+        [("get_weather", '{"location": "SF"}')],
+    ),
+    (
+        "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>analysis<|message|>b<|end|>"
+        '<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"x":1}<|call|>',
+        None,
+        "a\nb",
+        [("get_weather", '{"x": 1}')],
+    ),
+    (
+        "<|channel|>final<|message|>x<|end|><|start|>assistant<|channel|>final {}",
+        "x\n<|start|>assistant<|channel|>final {}",
+        None,
+        [],
+    ),
+    (
+        "<|channel|>final<|message|>x<|end|>stray<|start|>assistant<|channel|>final<|message|>y",
+        "x\ny",
+        None,
+        [],
+    ),
+    (
+        "<|channel|>commentary to=python<|message|>print(1)<|call|>"
+        "<|start|>assistant<|channel|>final<|message|>done",
+        "done",
+        None,
+        [],
+    ),
+    (
+        "<|channel|>commentary<|message|>pre<|end|><|start|>assistant<|channel|>final<|message|>done<|return|>",
+        "pre\ndone",
+        None,
+        [],
+    ),
+    (
+        "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>commentary"
+        " to=functions.get_weather<|message|>{}<|call|><|start|>assistant<|channel|>commentary"
+        ' to=functions.get_weather<|message|>{"a":2}<|call|>',
+        None,
+        "think",
+        [("get_weather", "{}"), ("get_weather", '{"a": 2}')],
+    ),
+    ("<|channel|>analysis<|message|>", None, None, []),
+    ("plain text no harmony", "plain text no harmony", None, []),
+    (
+        '<|channel|>analysis to=functions.get_weather<|message|>{"q":1}<|call|>',
+        None,
+        None,
+        [("get_weather", '{"q": 1}')],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "content", "reasoning", "calls"), VLLM_HARMONY)
+def test_harmony_matches_vllm_harmony_parser(oss, text, content, reasoning, calls):
+    """Content, reasoning and calls equal vLLM's HarmonyParser batch result (messages joined
+    with newlines, malformed tail as content, built-in tools ignored), in both modes."""
+    result = run_oss(oss, text)
+    assert (result.content, result.reasoning) == (content, reasoning)
+    got = [(c.name, json.loads(c.arguments)) for c in result.tool_calls]
+    assert got == [(name, json.loads(args)) for name, args in calls]
+
+
 def test_gpt_oss_alias_is_registered():
     """The issue's name 'gpt-oss' is accepted as a reasoning parser name."""
     assert "gpt-oss" in parsers.REASONING_PARSERS and "openai_gptoss" in parsers.REASONING_PARSERS
