@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,12 +104,19 @@ def _split_pattern(pre: dict[str, Any] | None) -> str:
         raise Unsupported("first pre-tokenizer is not Split(Isolated, invert=false)")
     if "Regex" not in split.get("pattern", {}):
         raise Unsupported("Split pattern is not a regex")
-    if byte_level.get("type") != "ByteLevel" or byte_level.get("use_regex") or byte_level.get("add_prefix_space"):
+    if byte_level.get("type") != "ByteLevel" or byte_level.get("use_regex") \
+            or byte_level.get("add_prefix_space"):
         raise Unsupported("second pre-tokenizer is not ByteLevel(use_regex=false, add_prefix_space=false)")
     return str(split["pattern"]["Regex"])
 
 
-def _added_tokens(tokens: list[dict[str, Any]]) -> dict[str, int]:
+def check_added_tokens(tokens: list[dict[str, Any]]) -> dict[str, int]:
+    """Added-token text → id, when every token is matched on raw text with no whitespace eating and
+    none is a prefix of another (so cutting the text at them is unambiguous and piecewise-exact).
+
+    Raises:
+        Unsupported: a token with ``normalized``/``lstrip``/``rstrip``/``single_word``, or a prefix pair.
+    """
     added: dict[str, int] = {}
     for tok in tokens:
         if tok.get("normalized") or tok.get("lstrip") or tok.get("rstrip") or tok.get("single_word"):
@@ -160,7 +168,7 @@ def parse_spec(tokenizer_json: str) -> TokenizerSpec:
     norm = data.get("normalizer")
     if norm is not None and norm.get("type") != "NFC":
         raise Unsupported(f"normalizer {norm.get('type')!r} is not NFC")
-    added = _added_tokens(data.get("added_tokens") or [])
+    added = check_added_tokens(data.get("added_tokens") or [])
     return TokenizerSpec(
         pattern=_split_pattern(data.get("pre_tokenizer")),
         nfc=norm is not None,
@@ -214,6 +222,19 @@ def prove_rank_bpe(spec: TokenizerSpec) -> None:
             raise Unsupported(f"merge priority is not increasing with rank (ranks {r1} then {r2})")
 
 
+def added_splitter(added: dict[str, int]) -> Callable[[str], list[str]]:
+    """A function cutting text at added tokens: ``[piece, token, piece, ..., token, piece]``.
+
+    Odd positions are added-token texts, matched leftmost-longest like HF's Aho-Corasick (Python's
+    ``re`` tries the alternatives longest first); even positions are the raw pieces between them
+    (possibly empty).
+    """
+    if not added:
+        return lambda text: [text]
+    alternation = "|".join(re.escape(t) for t in sorted(added, key=len, reverse=True))
+    return re.compile(f"({alternation})").split
+
+
 class FastEncoder:
     """``encode(text)`` ≡ the HF tokenizer's ``encode(text, add_special_tokens=False)``, via tiktoken.
 
@@ -232,22 +253,13 @@ class FastEncoder:
         )
         self._normalize = normalize if spec.nfc else None
         self._all = frozenset(self.added)
-        import re
-
-        alternation = "|".join(re.escape(t) for t in sorted(self.added, key=len, reverse=True))
-        self._splitter = re.compile(f"({alternation})") if self.added else None
-
-    def split_added(self, text: str) -> list[str]:
-        """``[piece, token, piece, token, ..., piece]``: ``text`` cut at added tokens as HF cuts it.
-
-        Odd positions are added-token texts (leftmost-longest matches); even positions are the raw
-        pieces between them (possibly empty).
-        """
-        return self._splitter.split(text) if self._splitter else [text]
+        self.split_added = added_splitter(self.added)
+        """``split_added(text)``: ``text`` cut at added tokens as HF cuts it (see :func:`added_splitter`)."""
 
     def encode_piece(self, piece: str) -> list[int]:
         """Ids of a piece that contains no added token (an even element of :meth:`split_added`)."""
-        if self._normalize is not None and not piece.isascii() and not unicodedata.is_normalized("NFC", piece):
+        if self._normalize is not None and not piece.isascii() \
+                and not unicodedata.is_normalized("NFC", piece):
             piece = self._normalize(piece)
         return self.encoding.encode_ordinary(piece)
 

@@ -6,19 +6,20 @@ import functools
 import json
 from pathlib import Path
 
+from conftest import MODELS, shared_path
 from hypothesis import strategies as st
 
 from render_service.fast_tokenizer import FastEncoder, build_fast_encoder
 
-from conftest import MODELS, shared_path
-
-MODEL_NAMES = sorted(p.name for p in MODELS.glob("*") if (p / "tokenizer.json").is_file()) if MODELS.is_dir() else []
+MODEL_NAMES = (
+    sorted(p.name for p in MODELS.glob("*") if (p / "tokenizer.json").is_file()) if MODELS.is_dir() else []
+)
 """Every folder of ../shared/models with a tokenizer.json."""
 
 QWEN3 = "Qwen--Qwen3-0.6B"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def hf_tokenizer(name: str):
     """The Hugging Face tokenizer of ``../shared/models/<name>`` (loaded once per session)."""
     from transformers import AutoTokenizer
@@ -26,7 +27,7 @@ def hf_tokenizer(name: str):
     return AutoTokenizer.from_pretrained(str(shared_path("models", name)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fast_encoder(name: str) -> FastEncoder | None:
     """``build_fast_encoder`` of that tokenizer (built once per session)."""
     return build_fast_encoder(hf_tokenizer(name))
@@ -40,10 +41,12 @@ def hf_ids(name: str, text: str) -> list[int]:
 def chat_requests() -> list[dict]:
     """The 745 real requests of ../shared/data/chat_requests.jsonl."""
     path = shared_path("data", "chat_requests.jsonl")
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = Path(path).read_text(encoding="utf-8").split("\n")  # not splitlines(): U+2028 is inside JSON
+    return [json.loads(line) for line in lines if line.strip()]
 
 
-def render_text(name: str, messages: list[dict], tools: list | None = None, kwargs: dict | None = None) -> str:
+def render_text(name: str, messages: list[dict], tools: list | None = None, kwargs: dict | None = None
+                ) -> str:
     """Prompt text as the chat template renders it (``tokenize=False, add_generation_prompt=True``)."""
     return hf_tokenizer(name).apply_chat_template(
         messages, tools=tools or None, tokenize=False, add_generation_prompt=True, **(kwargs or {})

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import shared_path
 from fast_tokenizer_support import MODEL_NAMES, fast_encoder, hf_ids, hf_tokenizer, prompt_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import shared_path
 from render_service.fast_tokenizer import (
     TokenizerSpec,
     Unsupported,
