@@ -104,7 +104,8 @@ def test_huge_piece_is_not_cached_but_encoded_right():
     """A 26k-token tool result over max_entry_bytes is encoded correctly and counted too_large;
     the cache never exceeds its cap."""
     big = " ".join(f"row {i}: value={i * 7 % 1000}" for i in range(5000))
-    text = f"<|im_start|>user\nhi<|im_end|>\n<|im_start|>user\n<tool_response>\n{big}\n</tool_response><|im_end|>\n"
+    body = f"<tool_response>\n{big}\n</tool_response>"
+    text = f"<|im_start|>user\nhi<|im_end|>\n<|im_start|>user\n{body}<|im_end|>\n"
     cached = CachedEncoder(fast_encoder(QWEN3), max_bytes=256 * 1024)
     assert cached.encode(text) == hf_ids(QWEN3, text)
     assert cached.stats.too_large == 1 and cached.stats.bytes <= 256 * 1024
