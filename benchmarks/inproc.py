@@ -13,7 +13,7 @@ from typing import Any
 from render_service.prefix_cache import CachedEncoder
 
 from .data import chat_9k, short_chats, template_text, turn_bodies, with_nonce
-from .table import Results, cpu_ms, not_implemented
+from .table import Results, cpu_ms, cpu_ms_after, not_implemented
 
 TARGET_COLD_MS = ("<=", 3.0)
 TARGET_NEXT_TURN_MS = ("<=", 1.0)
@@ -44,21 +44,15 @@ def floor(res: Results, ctx: Any) -> None:
     res.add("floor", "HF / fast encode", hf.value / fe.value, "x")
     first, second = (template_text(tok, b) for b in turn_bodies(body))
 
-    def next_turn() -> None:
+    def after_first() -> CachedEncoder:
         cached = CachedEncoder(fast)
         cached.encode(first)
-        t0 = time.process_time()
-        cached.encode(second)
-        samples.append(time.process_time() - t0)
+        return cached
 
-    samples: list[float] = []
-    for _ in range(rep + 1):
-        next_turn()
-    samples.sort()
     res.add(
         "floor",
         "cached encode chat_9k turn k+1 after turn k",
-        samples[len(samples) // 2] * 1e3,
+        cpu_ms_after(after_first, lambda cached: cached.encode(second), rep + 1),
         target=TARGET_NEXT_TURN_MS,
     )
     shorts = [template_text(tok, b) for b in short_chats(ctx.shared, ctx.n_short)]
@@ -123,15 +117,14 @@ def multiturn(res: Results, ctx: Any) -> None:
     first, second = turn_bodies(chat_9k(ctx.shared))
     first.pop("model", None)
     second.pop("model", None)
-    samples: list[float] = []
+
+    def turn_k() -> dict[str, Any]:
+        nonce = f"t{next(_nonce)}"
+        _render(ctx, with_nonce(first, nonce))
+        return with_nonce(second, nonce)
+
     try:
-        for _ in range(ctx.repeat + 1):
-            nonce = f"t{next(_nonce)}"
-            a, b = with_nonce(first, nonce), with_nonce(second, nonce)
-            _render(ctx, a)
-            t0 = time.process_time()
-            _render(ctx, b)
-            samples.append(time.process_time() - t0)
+        median = cpu_ms_after(turn_k, lambda body: _render(ctx, body), ctx.repeat + 1)
     except Exception as exc:  # noqa: BLE001 - reported as a skip row
         reason = (
             "render_chat raises NotImplementedError"
@@ -140,11 +133,10 @@ def multiturn(res: Results, ctx: Any) -> None:
         )
         res.skip("multiturn", "render chat_9k turn k+1 after turn k", reason, TARGET_NEXT_TURN_MS)
         return
-    samples.sort()
     res.add(
         "multiturn",
         "render chat_9k turn k+1 after turn k",
-        samples[len(samples) // 2] * 1e3,
+        median,
         target=TARGET_NEXT_TURN_MS,
         note=f"{len(first['messages'])} -> {len(second['messages'])} messages",
     )

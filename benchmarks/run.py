@@ -74,7 +74,13 @@ class Context:
         from render_service.models import load_bundle
         from render_service.settings import Settings
 
-        self.settings = Settings(model=self.model)
+        # the same configuration as the HTTP servers (qwen3 reasoning + hermes tools, auto tool choice)
+        self.settings = Settings(
+            model=self.model,
+            reasoning_parser="qwen3",
+            tool_call_parser="hermes",
+            enable_auto_tool_choice=True,
+        )
         self.bundle = load_bundle(self.settings)
         self.fast = build_fast_encoder(self.bundle.tokenizer)
 

@@ -6,6 +6,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -68,6 +69,22 @@ def cpu_ms(fn: Callable[[], object], repeat: int, warmup: int = 1) -> float:
         t0 = time.process_time()
         fn()
         samples.append(time.process_time() - t0)
+    return median_ms(samples)
+
+
+def cpu_ms_after(prepare: Callable[[], Any], measure: Callable[[Any], object], repeat: int) -> float:
+    """Median CPU ms of ``measure(prepare())``, timing only ``measure`` (e.g. turn k+1 after turn k)."""
+    samples = []
+    for _ in range(repeat):
+        state = prepare()
+        t0 = time.process_time()
+        measure(state)
+        samples.append(time.process_time() - t0)
+    return median_ms(samples)
+
+
+def median_ms(samples: list[float]) -> float:
+    """Median of CPU samples given in seconds, in ms."""
     return statistics.median(samples) * 1e3
 
 
