@@ -19,6 +19,7 @@ encoding itself runs outside it).
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections import OrderedDict
@@ -114,12 +115,15 @@ class CachedEncoder:
         stats: live :class:`CacheStats`.
     """
 
-    def __init__(self, encoder: PieceEncoder, max_bytes: int = DEFAULT_MAX_BYTES,
-                 max_entry_bytes: int | None = None) -> None:
+    def __init__(
+        self, encoder: PieceEncoder, max_bytes: int = DEFAULT_MAX_BYTES, max_entry_bytes: int | None = None
+    ) -> None:
         self.encoder = encoder
         self.max_bytes = max_bytes
         self.max_entry_bytes = max_bytes // 4 if max_entry_bytes is None else max_entry_bytes
         self.stats = CacheStats()
+        self.settled = threading.Event()
+        """Set once the encoder is final (see :func:`build_prompt_encoder` ``background``)."""
         self._map: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._sizes: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -188,8 +192,33 @@ class CachedEncoder:
             self.stats.entries = self.stats.bytes = 0
 
 
+def _piecewise_ok(tokenizer: Any) -> bool:
+    """Whether HF's added tokens allow cutting the text first (see module docstring)."""
+    text = tokenizer_json(tokenizer)
+    if text is None:
+        return False
+    try:
+        check_added_tokens(json.loads(text).get("added_tokens") or [])
+    except Unsupported:
+        return False
+    return True
+
+
+def _upgrade(cached: CachedEncoder, tokenizer: Any) -> None:
+    """Swap the HF piece encoder of ``cached`` for the proven FastEncoder once it is built.
+
+    Both give identical ids for every piece, so entries cached before the swap stay valid.
+    """
+    try:
+        fast = build_fast_encoder(tokenizer)
+        if fast is not None:
+            cached.encoder = fast
+    finally:
+        cached.settled.set()
+
+
 def build_prompt_encoder(
-    tokenizer: Any, max_bytes: int = DEFAULT_MAX_BYTES
+    tokenizer: Any, max_bytes: int = DEFAULT_MAX_BYTES, *, background: bool = False
 ) -> CachedEncoder | PieceEncoder:
     """The encoder the render path should use for templated prompt text.
 
@@ -197,19 +226,26 @@ def build_prompt_encoder(
     over the HF tokenizer itself when its added tokens allow piecewise encoding, else a plain
     :class:`HFPieceEncoder` (``encode`` = HF). In every case ``.encode(text)`` equals
     ``tokenizer.encode(text, add_special_tokens=False)``. ``max_bytes <= 0`` disables the cache.
-    """
-    fast = build_fast_encoder(tokenizer)
-    if fast is not None:
-        return CachedEncoder(fast, max_bytes) if max_bytes > 0 else fast  # type: ignore[return-value]
-    added = dict(tokenizer.get_added_vocab()) if hasattr(tokenizer, "get_added_vocab") else {}
-    plain = HFPieceEncoder(tokenizer, added)
-    text = tokenizer_json(tokenizer)
-    if text is None or max_bytes <= 0:
-        return plain
-    try:
-        import json
 
-        check_added_tokens(json.loads(text).get("added_tokens") or [])
-    except Unsupported:
+    With ``background=True`` it returns at once a :class:`CachedEncoder` over HF and builds the
+    FastEncoder (≈ 1–2 s: the BPE proof) in a daemon thread, switching to it when done; its
+    ``settled`` event is set when that attempt has finished (successfully or not).
+    """
+    plain = HFPieceEncoder(
+        tokenizer, dict(tokenizer.get_added_vocab()) if hasattr(tokenizer, "get_added_vocab") else {}
+    )
+    if max_bytes <= 0:
+        fast = build_fast_encoder(tokenizer)
+        return fast if fast is not None else plain
+    if not _piecewise_ok(tokenizer):
         return plain
-    return CachedEncoder(plain, max_bytes)
+    if background:
+        cached = CachedEncoder(plain, max_bytes)
+        threading.Thread(
+            target=_upgrade, args=(cached, tokenizer), name="fast-tokenizer-build", daemon=True
+        ).start()
+        return cached
+    fast = build_fast_encoder(tokenizer)
+    cached = CachedEncoder(fast if fast is not None else plain, max_bytes)
+    cached.settled.set()
+    return cached

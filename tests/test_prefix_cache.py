@@ -164,3 +164,16 @@ def test_hf_piece_encoder_cache_matches_hf():
     cached = CachedEncoder(HFPieceEncoder(tok, tok.get_added_vocab()))
     text = "<|im_start|>user\n<think>x</think> 你好 😀<|im_end|>\n<|im_start|>assistant\n"
     assert cached.encode(text) == cached.encode(text) == hf_ids(QWEN3, text)
+
+
+def test_background_build_switches_to_fast_without_changing_ids():
+    """background=True returns at once an HF-backed cache, swaps in the FastEncoder when proven, and
+    gives HF's ids before and after the swap (entries cached before it stay valid)."""
+    tok = hf_tokenizer(QWEN3)
+    text = "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nÅngström 'LL 1234 你好<|im_end|>\n"
+    enc = build_prompt_encoder(tok, background=True)
+    assert isinstance(enc, CachedEncoder)
+    before = enc.encode(text)
+    assert enc.settled.wait(120)
+    assert enc.encoder.__class__.__name__ == "FastEncoder"
+    assert before == enc.encode(text) == enc.encode(text + "more")[: len(before)] == hf_ids(QWEN3, text)
