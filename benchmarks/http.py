@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from .data import REPO, chat_9k, short_chats
+from .data import REPO, chat_9k, short_chats, with_nonce
 from .stream import TOOLS, chat_request
 
 SERVED_NAME = "bench-model"
@@ -121,12 +121,6 @@ class Server:
         self.log.close()
 
 
-def post_status(url: str, path: str, body: dict[str, Any]) -> tuple[int, str]:
-    """(status, first 200 chars of body) of one POST."""
-    r = httpx.post(url + path, json=body, timeout=120)
-    return r.status_code, r.text[:200]
-
-
 def throughput(
     url: str, path: str, bodies: list[dict[str, Any]], concurrency: int, duration: float
 ) -> tuple[float, float, str]:
@@ -216,20 +210,28 @@ def _peer_model(url: str) -> str | None:
         return None
 
 
-def _median_wall(url: str, path: str, body: dict[str, Any], repeat: int) -> tuple[float | None, str]:
+def _median_wall(url: str, path: str, make_body: Any, repeat: int) -> tuple[float | None, Any]:
+    """Median wall ms of ``repeat`` POSTs of ``make_body(i)``; (None, error text) on a non-200 answer,
+    else (ms, the last response's JSON)."""
     with httpx.Client(base_url=url, timeout=120) as c:
-        samples = []
-        for _ in range(repeat):
+        samples, last = [], None
+        for i in range(repeat):
+            body = make_body(i)
             t0 = time.perf_counter()
             r = c.post(path, json=body)
             if r.status_code != 200:
                 return None, f"{r.status_code} {r.text[:120]}"
             samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1e3, ""
+            last = r.json()
+    return statistics.median(samples) * 1e3, last
 
 
 def peer(res: Any, ctx: Any) -> None:
-    """Same render/derender requests to our server and to ``PEER_URL``; ratio peer/ours of median wall."""
+    """Same render/derender requests to our server and to ``PEER_URL``; ratio peer/ours of median wall.
+
+    Render bodies carry a fresh nonce per request in every message (nothing cacheable on either side);
+    the note says whether both servers produced the same prompt ``token_ids``.
+    """
     if not ctx.peer_url:
         res.skip(
             "peer", "peer comparison", "set PEER_URL (or --peer-url) to a running render server", unit="x"
@@ -240,21 +242,27 @@ def peer(res: Any, ctx: Any) -> None:
         res.skip("peer", "peer comparison", f"{ctx.peer_url}/v1/models did not answer", unit="x")
         return
     ours = ctx.server(1)
-    cases = _peer_cases(ctx)
-    for label, path, body in cases:
-        mine, err1 = _median_wall(ours.url, path, dict(body, model=SERVED_NAME), ctx.repeat)
-        theirs, err2 = _median_wall(ctx.peer_url, path, dict(body, model=peer_name), ctx.repeat)
+    for label, path, body in _peer_cases(ctx):
+        cold = path.endswith("/render")
+
+        def make(name: str, tag: str, body: dict[str, Any] = body, cold: bool = cold) -> Any:
+            return lambda i: dict(with_nonce(body, f"{tag}{i}") if cold else body, model=name)
+
+        mine, out1 = _median_wall(ours.url, path, make(SERVED_NAME, "p"), ctx.repeat)
+        theirs, out2 = _median_wall(ctx.peer_url, path, make(peer_name, "p"), ctx.repeat)
         if mine is None or theirs is None:
-            res.skip(
-                "peer", f"{label}: peer / ours wall", f"ours: {err1 or 'ok'}; peer: {err2 or 'ok'}", unit="x"
-            )
+            errors = f"ours: {out1 if mine is None else 'ok'}; peer: {out2 if theirs is None else 'ok'}"
+            res.skip("peer", f"{label}: peer / ours wall", errors, unit="x")
             continue
+        same = ""
+        if cold:
+            same = f"; token_ids equal: {'yes' if out1.get('token_ids') == out2.get('token_ids') else 'NO'}"
         res.add(
             "peer",
             f"{label}: peer / ours wall",
             theirs / mine,
             "x",
-            note=f"ours {mine:.1f} ms, peer {theirs:.1f} ms",
+            note=f"ours {mine:.1f} ms, peer {theirs:.1f} ms{same}",
         )
 
 
