@@ -24,6 +24,7 @@ import sys
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from .fast_tokenizer import (
@@ -204,13 +205,13 @@ def _piecewise_ok(tokenizer: Any) -> bool:
     return True
 
 
-def _upgrade(cached: CachedEncoder, tokenizer: Any) -> None:
+def _upgrade(cached: CachedEncoder, tokenizer: Any, proof_cache: Path | None) -> None:
     """Swap the HF piece encoder of ``cached`` for the proven FastEncoder once it is built.
 
     Both give identical ids for every piece, so entries cached before the swap stay valid.
     """
     try:
-        fast = build_fast_encoder(tokenizer)
+        fast = build_fast_encoder(tokenizer, proof_cache)
         if fast is not None:
             cached.encoder = fast
     finally:
@@ -218,7 +219,11 @@ def _upgrade(cached: CachedEncoder, tokenizer: Any) -> None:
 
 
 def build_prompt_encoder(
-    tokenizer: Any, max_bytes: int = DEFAULT_MAX_BYTES, *, background: bool = False
+    tokenizer: Any,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    *,
+    background: bool = False,
+    proof_cache: Path | None = None,
 ) -> CachedEncoder | PieceEncoder:
     """The encoder the render path should use for templated prompt text.
 
@@ -229,23 +234,25 @@ def build_prompt_encoder(
 
     With ``background=True`` it returns at once a :class:`CachedEncoder` over HF and builds the
     FastEncoder (≈ 1–2 s: the BPE proof) in a daemon thread, switching to it when done; its
-    ``settled`` event is set when that attempt has finished (successfully or not).
+    ``settled`` event is set when that attempt has finished (successfully or not). Start it in the
+    process that serves (after any fork): a thread does not survive ``fork``.
+    ``proof_cache``: see :func:`~render_service.fast_tokenizer.build_fast_encoder`.
     """
     plain = HFPieceEncoder(
         tokenizer, dict(tokenizer.get_added_vocab()) if hasattr(tokenizer, "get_added_vocab") else {}
     )
     if max_bytes <= 0:
-        fast = build_fast_encoder(tokenizer)
+        fast = build_fast_encoder(tokenizer, proof_cache)
         return fast if fast is not None else plain
     if not _piecewise_ok(tokenizer):
         return plain
     if background:
         cached = CachedEncoder(plain, max_bytes)
         threading.Thread(
-            target=_upgrade, args=(cached, tokenizer), name="fast-tokenizer-build", daemon=True
+            target=_upgrade, args=(cached, tokenizer, proof_cache), name="fast-tokenizer-build", daemon=True
         ).start()
         return cached
-    fast = build_fast_encoder(tokenizer)
+    fast = build_fast_encoder(tokenizer, proof_cache)
     cached = CachedEncoder(fast if fast is not None else plain, max_bytes)
     cached.settled.set()
     return cached

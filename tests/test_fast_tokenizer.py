@@ -201,3 +201,18 @@ def test_two_letter_vocab_hf_equivalence_is_checked(text):
     pair = two_part_state(data, ranks) if len(data) >= 2 else None
     if pair is not None:
         assert pair[0] + pair[1] == data
+
+
+def test_proof_cache_records_and_reuses_a_successful_proof(tmp_path):
+    """With proof_cache, the first build writes a marker named by the tokenizer.json hash; the next
+    build finds it, skips the proof and still encodes like HF; another tokenizer has another marker."""
+    from render_service.fast_tokenizer import _proof_marker
+
+    tok = hf_tokenizer("Qwen--Qwen3-0.6B")
+    marker = _proof_marker(tmp_path, tokenizer_json(tok))
+    assert build_fast_encoder(tok, proof_cache=tmp_path) is not None and marker.is_file()
+    again = build_fast_encoder(tok, proof_cache=tmp_path)
+    text = "<|im_start|>user\nhello 'LL 123<|im_end|>"
+    assert again.encode(text) == hf_ids("Qwen--Qwen3-0.6B", text)
+    other = _proof_marker(tmp_path, tokenizer_json(hf_tokenizer("meta-llama--Llama-3.1-8B-Instruct")))
+    assert other != marker and not other.exists()
