@@ -60,9 +60,13 @@ def chat_request(user_text: str = "What's the weather in Paris?") -> dict[str, A
 
 
 def output_ids(encode: Any, think_tokens: int) -> list[int]:
-    """Token ids of the model output: a reasoning block of about ``think_tokens`` tokens, then a tool call."""
-    per = len(encode(SENTENCE))
-    return encode("<think>\n" + SENTENCE * (think_tokens // per + 1) + TAIL)
+    """Ids of the model output: a reasoning block of at least ``think_tokens`` tokens, then a tool call."""
+    repeats = think_tokens // len(encode(SENTENCE)) + 1
+    while True:
+        ids = encode("<think>\n" + SENTENCE * repeats + TAIL)
+        if len(ids) >= think_tokens:
+            return ids
+        repeats += repeats // 8 + 1
 
 
 def chunk_body(
@@ -160,7 +164,7 @@ def stream(res: Results, ctx: Any) -> None:
             res.skip(
                 "stream",
                 f"derender chunk @ {p}",
-                f"not reached within --stream-budget {ctx.stream_budget:g}s",
+                f"stream stopped at {len(cpu)} of {len(ids)} tokens (--stream-budget {ctx.stream_budget:g}s)",
                 TARGET_CHUNK_MS,
             )
     if positions[0] in at and positions[-1] in at:

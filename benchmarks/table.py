@@ -83,6 +83,17 @@ def cpu_ms_after(prepare: Callable[[], Any], measure: Callable[[Any], object], r
     return median_ms(samples)
 
 
+def settle(max_wait: float = 30.0, quiet_ms: float = 5.0) -> None:
+    """Wait until this process's background threads stop using CPU (e.g. an encoder built in a thread
+    after the first request), so that ``process_time`` medians measure only the call under test."""
+    deadline = time.perf_counter() + max_wait
+    while time.perf_counter() < deadline:
+        t0 = time.process_time()
+        time.sleep(0.2)
+        if (time.process_time() - t0) * 1e3 < quiet_ms:
+            return
+
+
 def median_ms(samples: list[float]) -> float:
     """Median of CPU samples given in seconds, in ms."""
     return statistics.median(samples) * 1e3
