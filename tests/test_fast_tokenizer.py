@@ -216,3 +216,17 @@ def test_proof_cache_records_and_reuses_a_successful_proof(tmp_path):
     assert again.encode(text) == hf_ids("Qwen--Qwen3-0.6B", text)
     other = _proof_marker(tmp_path, tokenizer_json(hf_tokenizer("meta-llama--Llama-3.1-8B-Instruct")))
     assert other != marker and not other.exists()
+
+
+@pytest.mark.parametrize("name", ["Qwen--Qwen3-0.6B", "meta-llama--Llama-3.1-8B-Instruct"])
+def test_long_single_pieces_match_hf(name):
+    """Pre-tokenizer pieces of 20k characters (one letter repeated, random letters, spaces, CJK) encode
+    like HF (tiktoken's large-piece BPE path, not only the short-piece one)."""
+    import random
+
+    rnd = random.Random(7)
+    letters = "".join(rnd.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(20000))
+    cjk = "".join(chr(rnd.randint(0x4E00, 0x9FFF)) for _ in range(20000))
+    enc = fast_encoder(name)
+    for text in ("a" * 20000, letters, " " * 20000, cjk, "\n" * 5000 + "x"):
+        assert enc.encode(text) == hf_ids(name, text)
