@@ -225,7 +225,8 @@ def test_long_single_pieces_match_hf(name):
     import random
 
     rnd = random.Random(7)
-    letters = "".join(rnd.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(20000))
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    letters = "".join(rnd.choice(alphabet) for _ in range(20000))
     cjk = "".join(chr(rnd.randint(0x4E00, 0x9FFF)) for _ in range(20000))
     enc = fast_encoder(name)
     for text in ("a" * 20000, letters, " " * 20000, cjk, "\n" * 5000 + "x"):
