@@ -25,6 +25,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .fast_tokenizer import (
@@ -114,6 +115,8 @@ class CachedEncoder:
 
     Attributes:
         stats: live :class:`CacheStats`.
+        observer: optional ``observer(hits, misses)`` called after each ``encode`` with that call's
+            piece lookups (the app points it at its Prometheus cache counters).
     """
 
     def __init__(
@@ -123,6 +126,7 @@ class CachedEncoder:
         self.max_bytes = max_bytes
         self.max_entry_bytes = max_bytes // 4 if max_entry_bytes is None else max_entry_bytes
         self.stats = CacheStats()
+        self.observer: Callable[[int, int], None] | None = None
         self.settled = threading.Event()
         """Set once the encoder is final (see :func:`build_prompt_encoder` ``background``)."""
         self._map: OrderedDict[str, tuple[int, ...]] = OrderedDict()
@@ -133,6 +137,9 @@ class CachedEncoder:
         """Token ids of ``text``; identical to ``encoder.encode(text)`` (see module docstring)."""
         parts = self.encoder.split_added(text)
         found = self._lookup(parts[0::2])
+        if self.observer is not None:
+            hits = sum(1 for piece, hit in zip(parts[0::2], found, strict=True) if piece and hit is not None)
+            self.observer(hits, sum(1 for piece in parts[0::2] if piece) - hits)
         added = self.encoder.added
         ids: list[int] = []
         new: list[tuple[str, tuple[int, ...]]] = []
