@@ -85,6 +85,7 @@ class Server:
             *extra,
         ]
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", PYTHONPATH=str(REPO))
+        self.startup_cpu_s = 0.0  # CPU s of all its processes when /health first answered 200
         self.log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would block the server
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
@@ -100,6 +101,7 @@ class Server:
                 raise RuntimeError(f"server exited: {self.log.read().decode(errors='replace')[-500:]}")
             try:
                 if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    self.startup_cpu_s = light.proc_cpu_s(_tree(self.proc.pid))
                     return time.perf_counter() - t0
             except httpx.HTTPError:
                 pass
@@ -151,13 +153,17 @@ def workers(res: Any, ctx: Any) -> None:
         except RuntimeError as exc:
             res.skip("http", f"serve --renderer-num-workers {n}", str(exc)[:160])
             continue
-        res.add("http", f"start-up to /health, {n} worker(s)", server.startup_s, "s", TARGET_STARTUP_S)
+        res.add(
+            "http", f"start-up to /health, {n} worker(s)", server.startup_s, "s", TARGET_STARTUP_S,
+            note=f"CPU of the server's processes by then {server.startup_cpu_s:.2f} s; "
+            f"load avg {os.getloadavg()[0]:.1f}",
+        )
         server.settle()
         for label, bodies in _bodies(ctx, SERVED_NAME).items():
             name = f"render {label} throughput, {n} worker(s), {ctx.concurrency} connections"
             run = light.throughput(
                 server.url, "/v1/chat/completions/render", bodies, ctx.concurrency, ctx.duration,
-                _tree(server.proc.pid),
+                _tree(server.proc.pid), workers=n,
             )
             if run.error:
                 res.skip("http", name, f"server answered {run.error}", unit="req/s")

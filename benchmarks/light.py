@@ -87,6 +87,68 @@ class Connection:
         self.sock.close()
 
 
+def _server_socket_inode(server_port: int, client_port: int) -> str | None:
+    """Inode of the server side of the loopback TCP connection from ``client_port`` (/proc/net/tcp)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            local, remote = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16)
+            if (local, remote) == (server_port, client_port):
+                return f[9]
+    return None
+
+
+def _owner(conn: Connection, pids: list[int]) -> int | None:
+    """The server process holding ``conn``'s accepted socket."""
+    server_port = conn.sock.getpeername()[1]
+    inode = _server_socket_inode(server_port, conn.sock.getsockname()[1])
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]":
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+def balanced_connections(
+    url: str, count: int, workers: int, pids: list[int], tries: int = 400
+) -> list[Connection]:
+    """``count`` keep-alive connections spread evenly over ``workers`` processes.
+
+    uvicorn's workers share one listening socket and a keep-alive connection stays with the process
+    that accepted it, so a few connections opened at once often all land on one worker (the other
+    idles). Connections are opened (and answered once, so they are accepted) until every worker
+    holds ``count / workers``; surplus ones are closed.
+    """
+    probe = f"GET /health HTTP/1.1\r\nHost: {urlparse(url).netloc}\r\n\r\n".encode("ascii")
+    per: dict[int, list[Connection]] = {}
+    surplus: list[Connection] = []
+    quota = -(-count // max(1, workers))
+    for _ in range(tries):
+        if sum(len(v) for v in per.values()) >= count:
+            break
+        conn = Connection(url)
+        conn.send(probe)
+        owner = _owner(conn, pids) if workers > 1 else 0
+        if owner is not None and len(per.setdefault(owner, [])) < quota:
+            per[owner].append(conn)
+        else:
+            surplus.append(conn)
+    for conn in surplus:
+        conn.close()
+    return [c for v in per.values() for c in v][:count]
+
+
 @dataclass
 class Run:
     """One throughput run: wall rate, latency, CPU per request on each side, first error."""
@@ -100,14 +162,22 @@ class Run:
 
 
 def throughput(
-    url: str, path: str, bodies: list[dict[str, Any]], concurrency: int, duration: float, pids: list[int]
+    url: str,
+    path: str,
+    bodies: list[dict[str, Any]],
+    concurrency: int,
+    duration: float,
+    pids: list[int],
+    workers: int = 1,
 ) -> Run:
-    """Drive ``concurrency`` keep-alive connections for ``duration`` s (after one warm-up request
-    per connection); ``server_cpu_share`` = server CPU s / wall s (2.0 = two cores busy)."""
+    """Drive ``concurrency`` keep-alive connections, spread evenly over the ``workers`` server
+    processes, for ``duration`` s (after one warm-up request per connection);
+    ``server_cpu_share`` = server CPU s / wall s (2.0 = two cores busy)."""
     requests = [raw_request(url, path, b) for b in bodies]
     lat: list[float] = []
     errors: list[str] = []
-    conns = [Connection(url) for _ in range(concurrency)]
+    conns = balanced_connections(url, concurrency, workers, pids)
+    concurrency = len(conns)
     for k, conn in enumerate(conns):
         conn.send(requests[k % len(requests)])
     stop_at = [0.0]
