@@ -2,7 +2,8 @@
 against the number of worker processes, start-up time, RSS per process, and a peer comparison
 (``PEER_URL``, e.g. a ``vllm launch render`` started by hand with the same model and parsers).
 
-Wall time only here: the server's CPU is not observable per request over HTTP.
+Throughput uses the light client of :mod:`benchmarks.light` and reports the server's CPU per
+request from /proc beside the wall figures.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from . import light
 from .data import REPO, chat_9k, short_chats, with_nonce
 from .stream import TOOLS, chat_request
 
@@ -84,6 +85,7 @@ class Server:
             *extra,
         ]
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", PYTHONPATH=str(REPO))
+        self.startup_cpu_s = 0.0  # CPU s of all its processes when /health first answered 200
         self.log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would block the server
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
@@ -99,11 +101,24 @@ class Server:
                 raise RuntimeError(f"server exited: {self.log.read().decode(errors='replace')[-500:]}")
             try:
                 if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    self.startup_cpu_s = light.proc_cpu_s(_tree(self.proc.pid))
                     return time.perf_counter() - t0
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
         raise RuntimeError("server did not become healthy in 120 s")
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until the server's processes stop using CPU (background set-up such as the fast
+        encoder build finished), so throughput runs measure requests only."""
+        deadline = time.perf_counter() + timeout
+        last = light.proc_cpu_s(_tree(self.proc.pid))
+        while time.perf_counter() < deadline:
+            time.sleep(0.5)
+            now = light.proc_cpu_s(_tree(self.proc.pid))
+            if now - last < 0.05:
+                return
+            last = now
 
     def rss_mb(self, key: str = "VmRSS") -> list[float]:
         """RSS (``VmRSS``; ``VmHWM`` = peak) of every process of the server, MB."""
@@ -121,43 +136,6 @@ class Server:
         self.log.close()
 
 
-def throughput(
-    url: str, path: str, bodies: list[dict[str, Any]], concurrency: int, duration: float
-) -> tuple[float, float, str]:
-    """(requests/s, median wall latency ms, first error) with ``concurrency`` client threads."""
-    lat: list[float] = []
-    errors: list[str] = []
-    stop_at = time.perf_counter() + duration
-
-    def client(k: int) -> None:
-        with httpx.Client(base_url=url, timeout=120) as c:
-            i = k
-            while time.perf_counter() < stop_at:
-                t0 = time.perf_counter()
-                try:
-                    r = c.post(path, json=bodies[i % len(bodies)])
-                except httpx.HTTPError as exc:
-                    errors.append(f"{type(exc).__name__}: {exc}")
-                    return
-                if r.status_code != 200:
-                    errors.append(f"{r.status_code} {r.text[:160]}")
-                    return
-                lat.append(time.perf_counter() - t0)
-                i += concurrency
-
-    for body in bodies[:concurrency]:  # warm-up: one-off costs (lazy set-up) are not throughput
-        httpx.post(url + path, json=body, timeout=120)
-    stop_at = time.perf_counter() + duration
-    t_start = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - t_start
-    return len(lat) / elapsed, (statistics.median(lat) * 1e3 if lat else 0.0), (errors[0] if errors else "")
-
-
 def _bodies(ctx: Any, name: str) -> dict[str, list[dict[str, Any]]]:
     big = chat_9k(ctx.shared)
     shorts = short_chats(ctx.shared, ctx.n_short)
@@ -165,7 +143,9 @@ def _bodies(ctx: Any, name: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def workers(res: Any, ctx: Any) -> None:
-    """Per worker count: start-up, throughput for chat_9k and short chats, peak RSS per process."""
+    """Per worker count: start-up, throughput for chat_9k and short chats with the light client
+    (:mod:`benchmarks.light`), server CPU per request from /proc, RSS per process, and the
+    N-worker / 1-worker throughput ratio; with 1 worker also streaming derender per chunk over HTTP."""
     rates: dict[tuple[str, int], float] = {}
     for n in ctx.workers:
         try:
@@ -173,17 +153,30 @@ def workers(res: Any, ctx: Any) -> None:
         except RuntimeError as exc:
             res.skip("http", f"serve --renderer-num-workers {n}", str(exc)[:160])
             continue
-        res.add("http", f"start-up to /health, {n} worker(s)", server.startup_s, "s", TARGET_STARTUP_S)
+        res.add(
+            "http", f"start-up to /health, {n} worker(s)", server.startup_s, "s", TARGET_STARTUP_S,
+            note=f"CPU of the server's processes by then {server.startup_cpu_s:.2f} s; "
+            f"load avg {os.getloadavg()[0]:.1f}",
+        )
+        server.settle()
         for label, bodies in _bodies(ctx, SERVED_NAME).items():
-            name = f"render {label} throughput, {n} worker(s), {ctx.concurrency} clients"
-            rate, lat, err = throughput(
-                server.url, "/v1/chat/completions/render", bodies, ctx.concurrency, ctx.duration
+            name = f"render {label} throughput, {n} worker(s), {ctx.concurrency} connections"
+            run = light.throughput(
+                server.url, "/v1/chat/completions/render", bodies, ctx.concurrency, ctx.duration,
+                _tree(server.proc.pid), workers=n,
             )
-            if err:
-                res.skip("http", name, f"server answered {err}", unit="req/s")
+            if run.error:
+                res.skip("http", name, f"server answered {run.error}", unit="req/s")
                 continue
-            rates[(label, n)] = rate
-            res.add("http", name, rate, "req/s", note=f"median wall latency {lat:.1f} ms")
+            rates[(label, n)] = run.rate
+            res.add(
+                "http", name, run.rate, "req/s",
+                note=f"median wall {run.latency_ms:.1f} ms; server CPU {run.server_cpu_ms:.2f} ms/req "
+                f"({run.server_cpu_share:.2f} cores busy); client CPU {run.client_cpu_ms:.3f} ms/req; "
+                f"load avg {os.getloadavg()[0]:.1f}",
+            )
+        if n == 1:
+            _http_stream(res, ctx, server)
         rss, peak = server.rss_mb(), server.rss_mb("VmHWM")
         res.add(
             "http",
@@ -207,6 +200,38 @@ def workers(res: Any, ctx: Any) -> None:
                     "x",
                     TARGET_SCALING if n == 2 else None,
                 )
+
+
+def _http_stream(res: Any, ctx: Any, server: Server) -> None:
+    """Streaming derender over HTTP, 1 token per chunk, one connection: median wall per chunk and
+    the server's CPU per chunk (the in-process rows measure ``derender_chat`` alone)."""
+    from .data import template_text
+    from .stream import chunk_body, output_ids
+
+    request = chat_request()
+    prompt_ids = ctx.encode(template_text(ctx.bundle.tokenizer, request))
+    ids = output_ids(ctx.encode, 1000)
+
+    def make(i: int, previous: Any) -> dict[str, Any]:
+        state = previous["stream_state"] if previous else None
+        first = previous is None
+        return chunk_body(
+            [ids[i]], state, prompt_ids=prompt_ids if first else None, request=request if first else None
+        )
+
+    try:
+        wall, cpu = light.chained_ms(
+            server.url, "/v1/chat/completions/derender", make, len(ids), _tree(server.proc.pid)
+        )
+    except (RuntimeError, OSError) as exc:
+        res.skip("http", "HTTP derender chunk (1 token), 1 worker", str(exc)[:160])
+        return
+    res.add(
+        "http",
+        "HTTP derender chunk (1 token), 1 worker",
+        wall,
+        note=f"median wall over {len(ids)} chunks; server CPU {cpu:.3f} ms/chunk",
+    )
 
 
 def _peer_model(url: str) -> str | None:

@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workers", type=_ints, default=None, help="worker counts to compare (default 1,2; quick 1)"
     )
-    p.add_argument("--concurrency", type=int, default=4, help="HTTP client threads")
+    p.add_argument("--concurrency", type=int, default=8, help="HTTP keep-alive connections (client threads)")
     p.add_argument("--duration", type=float, default=None, help="seconds per HTTP throughput run (default 8)")
     p.add_argument("--peer-url", default=os.environ.get("PEER_URL"), help="peer server base URL ($PEER_URL)")
     return p

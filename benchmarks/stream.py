@@ -46,6 +46,10 @@ TAIL = (
 )
 
 
+CHUNK_SIZES = (4, 16)
+"""Engine-realistic tokens per streamed chunk for the extra whole-stream rows."""
+
+
 def parser_settings(settings: Any, max_model_len: int | None = None) -> Any:
     """The run's settings with qwen3 + hermes parsers (and optionally a larger max_model_len)."""
     over = dict(reasoning_parser="qwen3", tool_call_parser="hermes", enable_auto_tool_choice=True)
@@ -224,6 +228,35 @@ def _stream_vs_batch(
         TARGET_STREAM_VS_BATCH,
         note=f"{len(ids)} tokens: stream {stream_cpu * 1e3:.0f} ms CPU, batch {batch * 1e3:.1f} ms",
     )
+    for size in CHUNK_SIZES:
+        cpu, calls = _stream_cpu(ctx, settings, request, prompt_ids, ids, size)
+        res.add(
+            "stream",
+            f"whole stream at {size} tokens/chunk / one batch",
+            cpu / batch,
+            "x",
+            note=f"{calls} calls, {cpu / calls * 1e3:.3f} ms CPU per call",
+        )
+
+
+def _stream_cpu(
+    ctx: Any, settings: Any, request: dict[str, Any], prompt_ids: list[int], ids: list[int], size: int
+) -> tuple[float, int]:
+    """(CPU s of the whole stream, number of calls) with ``size`` tokens per chunk."""
+    derender, state, total, calls = _derender(), None, 0.0, 0
+    for i in range(0, len(ids), size):
+        body = chunk_body(
+            ids[i : i + size],
+            state,
+            finish="stop" if i + size >= len(ids) else None,
+            prompt_ids=prompt_ids,
+            request=request,
+        )
+        t0 = time.process_time()
+        state = derender(ctx.bundle, settings, body)["stream_state"]
+        total += time.process_time() - t0
+        calls += 1
+    return total, calls
 
 
 def _later_chunk_body(ctx: Any, settings: Any, prompt_tokens: int) -> tuple[int, str]:

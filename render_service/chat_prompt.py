@@ -208,7 +208,7 @@ def parser_for(bundle: ModelBundle, settings: Settings) -> Any:
         import parsers
 
         _PARSERS[key] = parsers.get_parser(
-            settings.reasoning_parser, settings.tool_call_parser, vocab=bundle.tokenizer.get_vocab()
+            settings.reasoning_parser, settings.tool_call_parser, vocab=tokenization.vocab_lookup(bundle)
         )
     return _PARSERS[key]
 

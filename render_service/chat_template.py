@@ -132,6 +132,41 @@ class _BudgetedEnvironment(ImmutableSandboxedEnvironment):
             raise _OutputTooLarge(f"'**' exponent {right}")
         return super().call_binop(context, operator, left, right)
 
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """``obj.attribute`` with the sandbox's answer, faster on the common shapes.
+
+        A ``dict`` instance has exactly the attributes ``dir(dict)`` lists, so any other name goes
+        straight to the item lookup jinja would fall back to. Whether an attribute is safe depends
+        only on the object's type and the name (``is_internal_attribute``,
+        ``modifies_known_mutable``), so the verdict is cached per ``(type, name)``.
+        """
+        kind = type(obj)
+        if kind is dict and attribute not in _DICT_ATTRS:
+            try:
+                return obj[attribute]
+            except (TypeError, LookupError):
+                return self.undefined(obj=obj, name=attribute)
+        try:
+            value = getattr(obj, attribute)
+        except AttributeError:
+            return super().getattr(obj, attribute)
+        fmt = self.wrap_str_format(value)
+        if fmt is not None:
+            return fmt
+        key = (kind, attribute)
+        safe = _SAFE_ATTRIBUTES.get(key)
+        if safe is None:
+            safe = self.is_safe_attribute(obj, attribute, value)
+            if len(_SAFE_ATTRIBUTES) >= _SAFE_ATTRIBUTES_MAX:
+                _SAFE_ATTRIBUTES.clear()
+            _SAFE_ATTRIBUTES[key] = safe
+        return value if safe else self.unsafe_undefined(obj, attribute)
+
+
+_DICT_ATTRS = frozenset(dir(dict))
+_SAFE_ATTRIBUTES: dict[tuple[type, str], bool] = {}
+_SAFE_ATTRIBUTES_MAX = 4096
+
 
 def make_environment() -> ImmutableSandboxedEnvironment:
     """A fresh HF-compatible sandboxed environment (see module docstring)."""

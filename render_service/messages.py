@@ -28,7 +28,9 @@ beside tool calls (templates that do ``'x' in message.content``, e.g. the Qwen3 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .errors import InvalidRequest
@@ -38,9 +40,10 @@ TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Conversation:
-    """Normalised messages.
+    """Normalised messages; the two fallback views are built on first use (most renders never
+    need them).
 
     Attributes:
         primary: messages as transformers 5 gives them to the template.
@@ -50,18 +53,41 @@ class Conversation:
     """
 
     primary: list[dict[str, Any]]
-    compat: list[dict[str, Any]]
-    blank: list[dict[str, Any]]
     tool_call_count: int
+    normalised: list[tuple[dict[str, Any], list[dict[str, Any]] | None]] = field(repr=False)
+    developer_role: bool = True
+
+    @cached_property
+    def compat(self) -> list[dict[str, Any]]:
+        """See the class docstring."""
+        out = []
+        for message, raw_calls in self.normalised:
+            kept = {k: v for k, v in message.items() if v is not None or k == "content"}
+            if raw_calls is not None:
+                kept["tool_calls"] = raw_calls
+            out.append(_alias_reasoning(kept))
+        return out if self.developer_role else developer_as_system(out)
+
+    @cached_property
+    def blank(self) -> list[dict[str, Any]]:
+        """See the class docstring."""
+        out = []
+        for message, _ in self.normalised:
+            clean = {k: v for k, v in message.items() if v is not None}
+            content = message["content"]
+            out.append(_alias_reasoning({**clean, "content": "" if content is None else content}))
+        return out if self.developer_role else developer_as_system(out)
 
     @property
-    def views(self) -> list[list[dict[str, Any]]]:
-        """The distinct views, primary first."""
-        out = [self.primary]
-        for view in (self.compat, self.blank):
-            if all(view != seen for seen in out):
-                out.append(view)
-        return out
+    def views(self) -> Iterator[list[dict[str, Any]]]:
+        """The distinct views, primary first; a later view is only built when asked for."""
+        seen = [self.primary]
+        yield self.primary
+        for name in ("compat", "blank"):
+            view = getattr(self, name)
+            if all(view != other for other in seen):
+                seen.append(view)
+                yield view
 
 
 def _part_text(part: Any, where: str) -> str:
@@ -173,36 +199,39 @@ def normalize(messages: Any, content_format: str = "string", developer_role: boo
     """
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages must be a non-empty list", param="messages")
-    primary, compat, blank, count = [], [], [], 0
+    primary, normalised, count = [], [], 0
     for i, message in enumerate(messages):
-        where = f"messages.{i}"
-        if not isinstance(message, dict):
-            raise InvalidRequest("each message must be an object", param=where)
-        role = message.get("role")
-        if not isinstance(role, str) or role not in ROLES:
-            raise InvalidRequest(
-                f"Unknown role {role!r}: a message's role must be one of {', '.join(sorted(ROLES))}",
-                param=f"{where}.role",
-            )
-        out = dict(message)
-        out["content"] = _content(message, role, content_format, f"{where}.content")
-        raw_calls = None
-        if "tool_calls" in out:
-            if not out["tool_calls"]:
-                del out["tool_calls"]
-            else:
-                out["tool_calls"], raw_calls = _tool_calls(out["tool_calls"], f"{where}.tool_calls")
-                count += len(raw_calls)
-        clean = {k: v for k, v in out.items() if v is not None}
-        primary.append(_alias_reasoning(clean))
-        blank.append(_alias_reasoning({**clean, "content": "" if out["content"] is None else out["content"]}))
-        kept = {k: v for k, v in out.items() if v is not None or k == "content"}
-        if raw_calls is not None:
-            kept["tool_calls"] = raw_calls
-        compat.append(_alias_reasoning(kept))
+        out, raw_calls = _normalize_message(message, f"messages.{i}", content_format)
+        count += len(raw_calls or ())
+        normalised.append((out, raw_calls))
+        primary.append(_alias_reasoning({k: v for k, v in out.items() if v is not None}))
     if not developer_role:
-        primary, compat, blank = (developer_as_system(v) for v in (primary, compat, blank))
-    return Conversation(primary, compat, blank, count)
+        primary = developer_as_system(primary)
+    return Conversation(primary, count, normalised, developer_role)
+
+
+def _normalize_message(
+    message: Any, where: str, content_format: str
+) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """One message checked, with normalised content and parsed tool calls, plus the calls with the
+    client's ``arguments`` strings (``None`` without tool calls)."""
+    if not isinstance(message, dict):
+        raise InvalidRequest("each message must be an object", param=where)
+    role = message.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise InvalidRequest(
+            f"Unknown role {role!r}: a message's role must be one of {', '.join(sorted(ROLES))}",
+            param=f"{where}.role",
+        )
+    out = dict(message)
+    out["content"] = _content(message, role, content_format, f"{where}.content")
+    raw_calls = None
+    if "tool_calls" in out:
+        if not out["tool_calls"]:
+            del out["tool_calls"]
+        else:
+            out["tool_calls"], raw_calls = _tool_calls(out["tool_calls"], f"{where}.tool_calls")
+    return out, raw_calls
 
 
 def validate_tools(tools: Any) -> list[dict[str, Any]] | None:

@@ -115,6 +115,7 @@ def load_bundle(settings: Settings) -> ModelBundle:
 
     root = settings.model_path
     tokenizer = AutoTokenizer.from_pretrained(root)
+    _drop_build_inputs(tokenizer)
     folder = Path(root)
     config = _read_json(folder / "config.json") if folder.is_dir() else {}
     gen_config = _read_json(folder / "generation_config.json") if folder.is_dir() else {}
@@ -159,6 +160,62 @@ def load_bundle(settings: Settings) -> ModelBundle:
         compiled_template=compiled,
         prompt_encoder=_prompt_encoder(settings, tokenizer),
     )
+
+
+def _drop_build_inputs(tokenizer: Any) -> None:
+    """Free the Python copies of the vocabulary and merges that transformers 5 BPE tokenizers keep
+    after building their Rust ``backend_tokenizer`` from them (``Qwen2Tokenizer._vocab`` /
+    ``._merges``: ~70 MB for a 150k vocabulary), when no method of the tokenizer's class other than
+    ``__init__`` reads them (checked on the compiled code). The vocabulary stays available through
+    ``get_vocab()``, which reads the backend."""
+    if getattr(tokenizer, "backend_tokenizer", None) is None:
+        return
+    names = [n for n in ("_vocab", "_merges") if isinstance(getattr(tokenizer, n, None), (dict, list))]
+    if not names or _methods_read(type(tokenizer), set(names)):
+        return
+    for name in names:
+        setattr(tokenizer, name, None)
+    release_memory()
+
+
+def _methods_read(cls: type, names: set[str]) -> bool:
+    """Whether a method of ``cls`` or its bases, ``__init__`` aside, names one of ``names``."""
+    todo = [
+        getattr(fn, "__code__", None)
+        for klass in cls.__mro__
+        for key, member in vars(klass).items()
+        if key != "__init__"
+        for fn in _functions(member)
+    ]
+    while todo:
+        code = todo.pop()
+        if code is None or not hasattr(code, "co_names"):
+            continue
+        if names & set(code.co_names):
+            return True
+        todo += [c for c in code.co_consts if hasattr(c, "co_names")]
+    return False
+
+
+def _functions(member: Any) -> list[Any]:
+    if isinstance(member, property):
+        return [member.fget, member.fset, member.fdel]
+    if isinstance(member, (staticmethod, classmethod)):
+        return [member.__func__]
+    return [member]
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS (glibc ``malloc_trim``; a no-op
+    elsewhere), so start-up temporaries do not stay in the resident set."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _prompt_encoder(settings: Settings, tokenizer: Any) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from . import detokenize, logprobs, stop_strings
+from . import detokenize, logprobs, stop_strings, tokenization
 from .detokenize import Detokenizer, DetokState
 from .models import ModelBundle
 from .protocol.derender import StreamState
@@ -72,7 +72,7 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
         import parsers
 
         parser = parsers.get_parser(
-            settings.reasoning_parser, settings.tool_call_parser, vocab=bundle.tokenizer.get_vocab()
+            settings.reasoning_parser, settings.tool_call_parser, vocab=tokenization.vocab_lookup(bundle)
         )
     tok = bundle.tokenizer
     pipe = Pipeline(

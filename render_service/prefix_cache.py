@@ -223,6 +223,9 @@ def _upgrade(cached: CachedEncoder, tokenizer: Any, proof_cache: Path | None) ->
             cached.encoder = fast
     finally:
         cached.settled.set()
+        from .models import release_memory  # the proof's temporary tables
+
+        release_memory()
 
 
 def build_prompt_encoder(

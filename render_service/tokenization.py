@@ -7,7 +7,8 @@ tokenizer's Rust backend (``tokenizer.backend_tokenizer``), which gives the same
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from .models import ModelBundle
 
@@ -44,6 +45,39 @@ def encode_text(bundle: ModelBundle, text: str, *, add_special_tokens: bool) -> 
     if backend is not None:
         return list(backend.encode(text, add_special_tokens=add_special_tokens).ids)
     return list(bundle.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+
+
+class TokenLookup(Mapping[str, int]):
+    """Token text → id answered by the Rust backend on demand (``token_to_id``, added tokens
+    included), the same mapping as ``tokenizer.get_vocab()`` without building that 150k-entry
+    dict (~30 MB that stays resident) for the few marker lookups the parsers make."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self._backend = getattr(tokenizer, "backend_tokenizer", None)
+
+    def __getitem__(self, text: str) -> int:
+        tid = self._backend.token_to_id(text) if isinstance(text, str) else None
+        if tid is None:
+            raise KeyError(text)
+        return int(tid)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tokenizer.get_vocab())
+
+    def __len__(self) -> int:
+        return len(self._tokenizer.get_vocab())
+
+    def __bool__(self) -> bool:  # a tokenizer always has tokens; spares building the dict for len()
+        return True
+
+
+def vocab_lookup(bundle: ModelBundle) -> Mapping[str, int]:
+    """Token text → id for the bundle's tokenizer: a :class:`TokenLookup` over the Rust backend, or
+    ``get_vocab()`` when there is none."""
+    if _backend(bundle) is None:
+        return dict(bundle.tokenizer.get_vocab())
+    return TokenLookup(bundle.tokenizer)
 
 
 def decode(bundle: ModelBundle, ids: Sequence[int]) -> str:

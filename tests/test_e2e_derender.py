@@ -253,3 +253,25 @@ def test_errors_over_http(service):
         assert r.status_code == status, (body, r.text)
         err = r.json()["error"]
         assert message in err["message"] and err["code"] == status
+
+
+def test_later_chunks_inline_and_errors_over_http(service):
+    """Later 1-token chunks (run on the event loop, not the worker pool) answer like any call:
+    a state from the first chunk is accepted and a tampered one is a 400 JSON error, never a 500."""
+    from render_service.app import is_small_stream_chunk
+
+    chat = {"messages": [{"role": "user", "content": "hi"}], "tools": TOOLS}
+    gen_request = render(service, {**chat, "stream": True})
+    choice = {"index": 0, "token_ids": [9707], "finish_reason": None}
+    first = {"stream": True, "generate_chunk": {"request_id": "r", "choices": [choice]},
+             "stream_state": None, "chat_request": chat, "prompt_token_ids": gen_request["token_ids"]}
+    assert not is_small_stream_chunk(first)
+    state = service.post("/v1/chat/completions/derender", json=first).json()["stream_state"]
+    later = {"stream": True, "generate_chunk": {"request_id": "r", "choices": [choice]},
+             "stream_state": state}
+    assert is_small_stream_chunk(later)
+    assert not is_small_stream_chunk({**later, "generate_chunk": {"choices": [{"token_ids": [1] * 17}]}})
+    ok = service.post("/v1/chat/completions/derender", json=later)
+    assert ok.status_code == 200 and isinstance(ok.json()["stream_state"], str)
+    bad = service.post("/v1/chat/completions/derender", json={**later, "stream_state": state[:-3] + "xyz"})
+    assert bad.status_code == 400 and "stream_state" in bad.json()["error"]["message"]
