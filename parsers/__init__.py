@@ -32,7 +32,26 @@ __all__ = [
 
 _REASONING: dict[str, str] = {
     "deepseek_r1": "parsers.formats.deepseek_r1:SPEC",
+    "deepseek_v3": "parsers.formats.deepseek_v3:SPEC",
+    "ernie45": "parsers.formats.ernie45:SPEC",
+    "gemma4": "parsers.formats.gemma4:SPEC",
+    "glm45": "parsers.formats.glm45:SPEC",
+    "glm47": "parsers.formats.glm45:SPEC",  # vLLM registers the same class for both
+    "granite": "parsers.formats.granite:SPEC",
+    "holo2": "parsers.formats.deepseek_v3:HOLO2",
+    "hunyuan_a13b": "parsers.formats.hunyuan_a13b:SPEC",
+    "hy_v3": "parsers.formats.hy_v3:SPEC",
+    "kimi_k2": "parsers.formats.kimi_k2:SPEC",
+    "minimax_m2": "parsers.formats.minimax_m2:SPEC",
+    "minimax_m2_append_think": "parsers.formats.minimax_m2:APPEND_THINK",
+    "mistral": "parsers.formats.mistral:SPEC",
+    "nemotron_v3": "parsers.formats.nemotron_v3:SPEC",
+    "olmo3": "parsers.formats.olmo3:SPEC",
     "qwen3": "parsers.formats.qwen3:SPEC",
+    "seed_oss": "parsers.formats.seed_oss:SPEC",
+    "step3": "parsers.formats.step3:SPEC",
+    "step3p5": "parsers.formats.step3p5:SPEC",
+    "step5": "parsers.formats.deepseek_r1:SPEC",  # vLLM: DeepSeekR1ReasoningParser
 }
 _TOOL: dict[str, str] = {
     "hermes": "parsers.formats.hermes:SPEC",

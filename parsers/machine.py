@@ -8,6 +8,8 @@ State (a JSON-compatible dict, mutated in place and returned by the caller's fac
 * ``hold``: text of ``"hold"`` modes awaiting a decision (see :mod:`parsers.spec`).
 * ``body``: the body handler's state while a tool-call body is open, else ``None``.
 * ``n``: number of tool calls started so far (the next call's index).
+* ``ws`` (specs with ``strip_reasoning_tail``): trailing reasoning whitespace held back.
+* ``pre`` (specs with a ``preamble``): whether the preamble is still to be sent.
 
 Cost per ``feed``: O(len(buf) + len(text)) regex work plus the body handler's own linear
 scan; nothing is re-read from earlier chunks. Markers are matched on text: the derender keeps
@@ -58,6 +60,10 @@ def start(spec: FormatSpec, mode: str | None = None, options: dict[str, Any] | N
     ``options`` overriding ``spec.body_options``.
     """
     st: dict[str, Any] = {"mode": mode or spec.initial_mode, "buf": "", "hold": "", "body": None, "n": 0}
+    if spec.strip_reasoning_tail:
+        st["ws"] = ""
+    if spec.preamble:
+        st["pre"] = True
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
         st["body"] = spec.body.start("", {**spec.body_options, **(options or {})})
     return st
@@ -65,6 +71,10 @@ def start(spec: FormatSpec, mode: str | None = None, options: dict[str, Any] | N
 
 def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -> list[Event]:
     """Consume new ``text``; return events in output order. ``final`` holds nothing back."""
+    return _post(spec, st, _scan(spec, st, text, final), final=False)
+
+
+def _scan(spec: FormatSpec, st: dict[str, Any], text: str, final: bool) -> list[Event]:
     table = _compile(spec)
     buf = st["buf"] + text
     st["buf"] = ""
@@ -92,7 +102,7 @@ def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -
 
 def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     """End of stream: flush held-back partial markers as text, close bodies, release holds."""
-    out = feed(spec, st, "", final=True)
+    out = _scan(spec, st, "", final=True)
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
         _handle(spec, st, spec.body.finish(st["body"]), None, out)
     kind = spec.finish_release.get(st["mode"])
@@ -100,6 +110,30 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
         hold, st["hold"] = st["hold"], ""
         if kind in (CONTENT, REASONING):
             out.append((kind, hold))
+    return _post(spec, st, out, final=True)
+
+
+def _post(spec: FormatSpec, st: dict[str, Any], events: list[Event], final: bool) -> list[Event]:
+    """Per-spec output rules applied to one step's events: the preamble goes first (once);
+    trailing reasoning whitespace is held back while it may still be inner whitespace."""
+    if st.get("pre"):
+        st["pre"] = False
+        events = [(CONTENT, spec.preamble), *events]
+    if not spec.strip_reasoning_tail:
+        return events
+    out: list[Event] = []
+    for ev in events:
+        if ev[0] == REASONING:
+            text = st["ws"] + ev[1]
+            kept = text.rstrip()
+            st["ws"] = text[len(kept) :]
+            if kept:
+                out.append((REASONING, kept))
+        else:
+            st["ws"] = ""  # something else followed: the reasoning tail is dropped
+            out.append(ev)
+    if final:
+        st["ws"] = ""
     return out
 
 

@@ -131,6 +131,12 @@ class FormatSpec:
         turn_boundaries: marker texts that end the backward prompt scan (e.g. ``<|im_start|>``).
         guided_json: tool specs only: ``tool_choice`` required/named parse vLLM's guided JSON
             (``supports_required_and_named``) instead of the native syntax.
+        strip_reasoning_tail: reasoning specs: trailing whitespace of reasoning is held back
+            (``state["ws"]``) and sent only when more reasoning text follows; it is dropped
+            when anything else follows or the stream ends (vLLM engine
+            ``strip_trailing_reasoning_whitespace``, e.g. ``\n</think>``).
+        preamble: text sent as content once, before anything else of the output, even for
+            an empty output (``minimax_m2_append_think`` prepends ``<think>``).
     """
 
     name: str
@@ -151,6 +157,8 @@ class FormatSpec:
     prompt_close: str | None = None
     turn_boundaries: tuple[str, ...] = ()
     guided_json: bool = True
+    strip_reasoning_tail: bool = False
+    preamble: str = ""
 
     def __post_init__(self) -> None:
         _check(self)

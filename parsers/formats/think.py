@@ -11,8 +11,17 @@ the vLLM 0.33 families show (parsers.md section 2):
   (handed to the tool phase). The held text is the unsent part of open calls.
 * ``drop_stray_end``: a duplicate ``END`` in content is dropped (qwen3) instead of kept.
 * ``choose_mode``: initial mode from ``chat_template_kwargs`` and the prompt's current turn.
+* ``start`` / ``end`` may be tuples of equivalent markers (the first is the one looked for in
+  the prompt), e.g. Mistral ``[THINK]`` (v13 special token) and ``<think>`` (v11 text).
+* ``reopen``: ``START`` in content opens reasoning again (GLM, Mistral, which start in content).
+* ``direct_ends``: markers that end reasoning and stay in content at once, for tool formats
+  without an end marker (Mistral ``[TOOL_CALLS]``): no draft detection is possible there.
+* ``identity``: adds mode ``I`` where every marker is plain content (thinking switched off in
+  parsers that then delegate to vLLM's identity parser: deepseek_v3, holo2, glm45, kimi_k2).
+* ``strip_reasoning_tail``: see :class:`parsers.spec.FormatSpec` (vLLM engine default).
 
-Modes: ``R`` reasoning, ``C`` content, ``TC<i>``/``TA<i>`` held tool call / after it.
+Modes: ``R`` reasoning, ``C`` content, ``I`` identity, ``TC<i>``/``TA<i>`` held tool call /
+after it.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from ..spec import CONTENT, HOLD, REASONING, FormatSpec, ModeChooser, Transition
 
 REASONING_MODE = "R"
 CONTENT_MODE = "C"
+IDENTITY_MODE = "I"
 
 
 def prompt_decides(default: str | Callable[[Mapping[str, Any]], str]) -> ModeChooser:
@@ -40,25 +50,59 @@ def prompt_decides(default: str | Callable[[Mapping[str, Any]], str]) -> ModeCho
     return choose
 
 
+def ignore_prompt(default: str | Callable[[Mapping[str, Any]], str]) -> ModeChooser:
+    """Chooser that does not look at the prompt (formats without known turn-boundary tokens,
+    where a backward scan would find ``</think>`` of an earlier turn)."""
+
+    def choose(kwargs: Mapping[str, Any], prompt_last: str | None) -> str:
+        return default if isinstance(default, str) else default(kwargs)
+
+    return choose
+
+
+def thinking_flag(kwargs: Mapping[str, Any], default: bool) -> bool:
+    """vLLM's ``thinking``/``enable_thinking`` rule (glm45, kimi_k2, deepseek_v3, holo2):
+    ``default`` when neither key is given, else ``bool(thinking) or bool(enable_thinking)``."""
+    thinking, enable = kwargs.get("thinking"), kwargs.get("enable_thinking")
+    if thinking is None and enable is None:
+        return default
+    return bool(thinking) or bool(enable)
+
+
+def _names(prefix: str, texts: str | tuple[str, ...]) -> dict[str, str]:
+    texts = (texts,) if isinstance(texts, str) else texts
+    return {prefix if i == 0 else f"{prefix}{i}": t for i, t in enumerate(texts)}
+
+
 def think_spec(
     name: str,
     *,
-    start: str = "<think>",
-    end: str = "</think>",
+    start: str | tuple[str, ...] = "<think>",
+    end: str | tuple[str, ...] = "</think>",
     implicit_ends: tuple[tuple[str, str], ...] = (),
+    direct_ends: tuple[str, ...] = (),
     drop_stray_end: bool = False,
+    reopen: bool = False,
+    identity: bool = False,
+    strip_reasoning_tail: bool = False,
     choose_mode: ModeChooser | None = None,
     turn_boundaries: tuple[str, ...] = (),
 ) -> FormatSpec:
     """Build a ``<think>``-style reasoning spec (see module docstring for the options)."""
-    markers = {"START": start, "END": end}
+    starts, ends = _names("START", start), _names("END", end)
+    markers = {**starts, **ends}
     modes = {REASONING_MODE: REASONING, CONTENT_MODE: CONTENT}
-    trans = {
-        (REASONING_MODE, "START"): Transition(REASONING_MODE),
-        (REASONING_MODE, "END"): Transition(CONTENT_MODE),
-    }
+    if identity:
+        modes[IDENTITY_MODE] = CONTENT
+    trans = {(REASONING_MODE, k): Transition(REASONING_MODE) for k in starts}
+    trans |= {(REASONING_MODE, k): Transition(CONTENT_MODE) for k in ends}
     if drop_stray_end:
-        trans[(CONTENT_MODE, "END")] = Transition(CONTENT_MODE)
+        trans |= {(CONTENT_MODE, k): Transition(CONTENT_MODE) for k in ends}
+    if reopen:
+        trans |= {(CONTENT_MODE, k): Transition(REASONING_MODE) for k in starts}
+    for i, text in enumerate(direct_ends):
+        markers[f"DIRECT{i}"] = text
+        trans[(REASONING_MODE, f"DIRECT{i}")] = Transition(CONTENT_MODE, keep=True)
     breaks, finish = {}, {}
     for i, (tool_start, tool_end) in enumerate(implicit_ends):
         call, after, ts, te = f"TC{i}", f"TA{i}", f"TOOL_START{i}", f"TOOL_END{i}"
@@ -67,10 +111,11 @@ def think_spec(
         trans |= {
             (REASONING_MODE, ts): Transition(call, keep=True),
             (call, te): Transition(after, keep=True),
-            (call, "END"): Transition(CONTENT_MODE, release="reasoning"),
             (after, ts): Transition(call, keep=True),
-            (after, "END"): Transition(CONTENT_MODE, release="reasoning"),
         }
+        for k in ends:
+            trans[(call, k)] = Transition(CONTENT_MODE, release="reasoning")
+            trans[(after, k)] = Transition(CONTENT_MODE, release="reasoning")
         breaks[after] = Transition(REASONING_MODE, release="reasoning")
         finish |= {call: CONTENT, after: CONTENT}
     return FormatSpec(
@@ -80,11 +125,12 @@ def think_spec(
         modes=modes,
         transitions=trans,
         initial_mode=REASONING_MODE,
-        reasoning_modes=frozenset(m for m in modes if m != CONTENT_MODE),
+        reasoning_modes=frozenset(m for m in modes if m not in (CONTENT_MODE, IDENTITY_MODE)),
         break_on_text=breaks,
         finish_release=finish,
         choose_mode=choose_mode or prompt_decides(REASONING_MODE),
-        prompt_open=start,
-        prompt_close=end,
+        prompt_open=starts["START"],
+        prompt_close=ends["END"],
         turn_boundaries=turn_boundaries,
+        strip_reasoning_tail=strip_reasoning_tail,
     )
