@@ -9,22 +9,10 @@ when neither key is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
-
-from ..spec import ModeChooser
 from .deepseek_r1 import TURN_BOUNDARIES
-from .think import IDENTITY_MODE, REASONING_MODE, prompt_decides, think_spec, thinking_flag
+from .think import think_spec, thinking_switch
 
-
-def _chooser(default: bool) -> ModeChooser:
-    r1: Callable[[Mapping[str, Any], str | None], str] = prompt_decides(REASONING_MODE)
-
-    def choose(kwargs: Mapping[str, Any], prompt_last: str | None) -> str:
-        return r1(kwargs, prompt_last) if thinking_flag(kwargs, default) else IDENTITY_MODE
-
-    return choose
-
-
-SPEC = think_spec("deepseek_v3", identity=True, choose_mode=_chooser(False), turn_boundaries=TURN_BOUNDARIES)
-HOLO2 = think_spec("holo2", identity=True, choose_mode=_chooser(True), turn_boundaries=TURN_BOUNDARIES)
+SPEC = think_spec(
+    "deepseek_v3", identity=True, choose_mode=thinking_switch(False), turn_boundaries=TURN_BOUNDARIES
+)
+HOLO2 = think_spec("holo2", identity=True, choose_mode=thinking_switch(True), turn_boundaries=TURN_BOUNDARIES)

@@ -15,20 +15,7 @@ Wire format: the template pre-opens ``<think>``; output ``reasoning</think>conte
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from .think import IDENTITY_MODE, REASONING_MODE, prompt_decides, think_spec, thinking_flag
-
-
-def _mode(kwargs: Mapping[str, Any]) -> str:
-    return REASONING_MODE if thinking_flag(kwargs, True) else IDENTITY_MODE
-
-
-def _choose(kwargs: Mapping[str, Any], prompt_last: str | None) -> str:
-    mode = _mode(kwargs)
-    return mode if mode == IDENTITY_MODE else prompt_decides(REASONING_MODE)(kwargs, prompt_last)
-
+from .think import think_spec, thinking_switch
 
 SPEC = think_spec(
     "glm45",
@@ -37,6 +24,6 @@ SPEC = think_spec(
     reopen=True,
     identity=True,
     strip_reasoning_tail=True,
-    choose_mode=_choose,
+    choose_mode=thinking_switch(True),
     turn_boundaries=("<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"),
 )

@@ -13,17 +13,7 @@ Wire format: ``[<think>]reasoning</think>content``; tool calls in a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from .think import IDENTITY_MODE, REASONING_MODE, prompt_decides, think_spec, thinking_flag
-
-
-def _choose(kwargs: Mapping[str, Any], prompt_last: str | None) -> str:
-    if not thinking_flag(kwargs, True):
-        return IDENTITY_MODE
-    return prompt_decides(REASONING_MODE)(kwargs, prompt_last)
-
+from .think import think_spec, thinking_switch
 
 SPEC = think_spec(
     "kimi_k2",
@@ -31,6 +21,6 @@ SPEC = think_spec(
     drop_stray_end=True,
     identity=True,
     strip_reasoning_tail=True,
-    choose_mode=_choose,
+    choose_mode=thinking_switch(True),
     turn_boundaries=("<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>"),
 )

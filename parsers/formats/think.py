@@ -69,6 +69,17 @@ def thinking_flag(kwargs: Mapping[str, Any], default: bool) -> bool:
     return bool(thinking) or bool(enable)
 
 
+def thinking_switch(default: bool) -> ModeChooser:
+    """Chooser for parsers with a ``thinking``/``enable_thinking`` switch (see
+    :func:`thinking_flag`): on → the prompt decides (default reasoning); off → identity."""
+    on = prompt_decides(REASONING_MODE)
+
+    def choose(kwargs: Mapping[str, Any], prompt_last: str | None) -> str:
+        return on(kwargs, prompt_last) if thinking_flag(kwargs, default) else IDENTITY_MODE
+
+    return choose
+
+
 def _names(prefix: str, texts: str | tuple[str, ...]) -> dict[str, str]:
     texts = (texts,) if isinstance(texts, str) else texts
     return {prefix if i == 0 else f"{prefix}{i}": t for i, t in enumerate(texts)}
