@@ -219,3 +219,9 @@ def test_include_reasoning_false_hides_reasoning_of_new_families():
     p = parsers.get_parser("kimi_k2", None)
     result = p.parse(ParseContext(include_reasoning=False), None, "r</think>c")
     assert rc(result) == (None, "c")
+
+
+def test_br11_kimi_k2_think_tokens_without_spaces():
+    """BR11 (right value): once the detokenizer gives '<think>ok</think>1' (no spaces around the
+    added tokens), kimi_k2 yields reasoning 'ok' and content '1'."""
+    assert rc(both("kimi_k2", "<think>ok</think>1")) == ("ok", "1")
