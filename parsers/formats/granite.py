@@ -2,12 +2,13 @@
 
 Wire format: plain-text phrases, no special tokens:
 ``Here is my thought process:<reasoning>Here is my response:<content>`` (``Here's`` is accepted
-for both). Without the thought-process phrase everything is content; text before it is
-content. Partial phrases (``Here``...) are held back across chunks.
+for both). The thought-process phrase counts only at the start of the output (after optional
+whitespace); otherwise everything is content. Partial phrases (``Here``...) are held back.
 
-Deliberate difference: vLLM's batch needs both phrases (thought process without a response
-phrase → everything content) and drops text before the first phrase, while its streaming
-sends reasoning as soon as the first phrase is seen; we follow streaming, so batch == stream.
+Deliberate difference: vLLM's batch finds the phrases anywhere but needs both (thought process
+without a response phrase → everything content), while its streaming accepts the first phrase
+only at the start and sends reasoning as soon as it is seen; we follow streaming in both
+modes, so batch == stream.
 """
 
 from __future__ import annotations
@@ -30,4 +31,5 @@ SPEC = FormatSpec(
     },
     initial_mode="P",
     reasoning_modes=frozenset({"R"}),
+    break_on_text={"P": Transition("C")},
 )

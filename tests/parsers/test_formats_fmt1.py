@@ -135,10 +135,12 @@ def test_mistral_starts_in_content_and_accepts_both_marker_pairs():
 
 
 def test_granite_phrases_split_across_chunks():
-    """Granite: 'Here's' and 'Here is' phrases; text before the thought phrase is content; no
-    phrase → all content (partial phrases held back per character)."""
-    out = "pre Here's my thought process:r Here is my response:c"
-    assert rc(both("granite", out)) == ("r ", "pre c")
+    """Granite: 'Here's' and 'Here is' phrases; the thought phrase counts only at the start
+    (vLLM streaming); no phrase → all content (partial phrases held back per character)."""
+    assert rc(both("granite", "Here's my thought process:r Here is my response:c")) == ("r ", "c")
+    assert rc(both("granite", "\nHere is my thought process:r")) == ("r", "\n")
+    quoted = "He said Here is my thought process:r Here is my response:c"
+    assert rc(both("granite", quoted)) == (None, quoted)
     assert rc(both("granite", "Here we go: no phrase")) == (None, "Here we go: no phrase")
 
 
