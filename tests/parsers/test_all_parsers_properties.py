@@ -142,7 +142,9 @@ def test_stream_equals_batch_for_any_split(kind, name, data):
     deltas, streamed, states = run_stream(parser, ctx, chunks, prompt_token_ids=prompt, roundtrip=True)
     assert streamed == batch
     assert call_delta_problems(deltas) == []
-    assert _sent_names(deltas) == {i: c.name for i, c in enumerate(batch.tool_calls)}
+    sent = _sent_names(deltas)
+    assert [sent[i] for i in sorted(sent)] == [c.name for c in batch.tool_calls]
+    assert all(orjson.loads(orjson.dumps(s)) == s for s in states)
     one_shot, _ = parser.feed(parser.start(ctx, prompt), text)
     last = states[-1] if states else parser.start(ctx, prompt)
     assert parser.reasoning_ended(orjson.loads(orjson.dumps(last))) == parser.reasoning_ended(one_shot)
