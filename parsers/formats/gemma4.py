@@ -7,14 +7,17 @@ follows it — stays reasoning, as qwen3 BR25); a bare ``<channel|>`` in content
 trailing reasoning whitespace is dropped. An output that starts with ``thought\\n`` is a
 channel whose opener the model left out (vLLM injects ``<|channel>``). A prompt that ends
 inside an open ``<|channel>`` (after a tool response) starts in reasoning; turn boundaries
-``<|turn>``, ``<|tool_response>``, ``<|tool_call>``. ``enable_thinking`` does not change parsing.
+``<|turn>``, ``<|tool_response>``, ``<|tool_call>``. ``enable_thinking`` (default False) does
+not change parsing, only ``reasoning_ended`` before any output: with thinking on the start
+mode ``SW`` counts as reasoning not yet ended (vLLM ``wait_for_reasoning``).
 
 Deliberate differences (vLLM batch/stream disagree, we follow streaming, chunk-independent):
 a ``<channel|>`` without opener is dropped and the text before it stays content (vLLM batch
 makes it reasoning); a channel holding only ``thought`` (no newline) keeps it as reasoning.
 
-Modes: ``S`` content at the start, ``C`` content, ``R0`` reasoning before the prefix is
-decided, ``R`` reasoning, ``TC0``/``TA0`` held tool call / after it (see ``think.py``).
+Modes: ``S``/``SW`` content at the start (``SW``: thinking on), ``C`` content, ``R0``
+reasoning before the prefix is decided, ``R`` reasoning, ``TC0``/``TA0`` held tool call /
+after it (see ``think.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,16 @@ _RELEASE_TO_CONTENT = Transition("C", release="reasoning")
 
 
 def _choose(kwargs: Mapping[str, Any], prompt_last: str | None) -> str:
-    return "R0" if prompt_last == "open" else "S"
+    if prompt_last == "open":
+        return "R0"
+    return "SW" if kwargs.get("enable_thinking", False) else "S"
+
+
+_START = {
+    "START": Transition("R0"),
+    "END": Transition("C"),
+    "THOUGHT": Transition("R"),
+}
 
 
 SPEC = FormatSpec(
@@ -42,11 +54,17 @@ SPEC = FormatSpec(
         "TOOL": "<|tool_call>",
         "TOOL_END": "<tool_call|>",
     },
-    modes={"S": CONTENT, "C": CONTENT, "R0": REASONING, "R": REASONING, "TC0": HOLD, "TA0": HOLD},
+    modes={
+        "S": CONTENT,
+        "SW": CONTENT,
+        "C": CONTENT,
+        "R0": REASONING,
+        "R": REASONING,
+        "TC0": HOLD,
+        "TA0": HOLD,
+    },
     transitions={
-        ("S", "START"): Transition("R0"),
-        ("S", "END"): Transition("C"),
-        ("S", "THOUGHT"): Transition("R"),
+        **{(start, marker): tr for start in ("S", "SW") for marker, tr in _START.items()},
         ("C", "START"): Transition("R0"),
         ("C", "END"): Transition("C"),
         ("R0", "START"): Transition("R0"),
@@ -62,9 +80,10 @@ SPEC = FormatSpec(
         ("TA0", "END"): _RELEASE_TO_CONTENT,
     },
     initial_mode="S",
-    reasoning_modes=frozenset({"R0", "R", "TC0", "TA0"}),
+    reasoning_modes=frozenset({"SW", "R0", "R", "TC0", "TA0"}),
     break_on_text={
         "S": Transition("C"),
+        "SW": Transition("C"),
         "R0": Transition("R"),
         "TA0": Transition("R", release="reasoning"),
     },

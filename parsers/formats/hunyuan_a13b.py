@@ -5,6 +5,8 @@ vLLM matches the token sequences). Text outside ``<think>`` is content (no match
 content); the wrappers including their newlines are removed; an empty think block gives
 reasoning ``null``. ``</think>\\n<answer>\\n`` without the leading newline is accepted too
 (vLLM's "fast" sequence). After ``\\n</answer>`` a new ``<think>\\n`` block may start.
+Reasoning counts as ended only inside the answer (vLLM ``is_reasoning_end`` is its state
+machine being in the response state), so a prompt never ends it.
 
 Not copied: vLLM also accepts the fast start ``<think>\\n\\n`` (one token ``>\\n\\n``); matching it
 as text would make the result depend on chunking, so its second newline stays reasoning.
@@ -31,5 +33,5 @@ SPEC = FormatSpec(
         ("A", "ANSWER_END"): Transition("I"),
     },
     initial_mode="I",
-    reasoning_modes=frozenset({"T"}),
+    reasoning_modes=frozenset({"I", "T"}),
 )

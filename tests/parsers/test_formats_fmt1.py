@@ -227,3 +227,15 @@ def test_br11_kimi_k2_think_tokens_without_spaces():
     """BR11 (right value): once the detokenizer gives '<think>ok</think>1' (no spaces around the
     added tokens), kimi_k2 yields reasoning 'ok' and content '1'."""
     assert rc(both("kimi_k2", "<think>ok</think>1")) == ("ok", "1")
+
+
+def test_reasoning_ended_before_any_output():
+    """reasoning_ended right after start (what /render reports): gemma4 waits for a channel only
+    with enable_thinking; hunyuan_a13b's reasoning ends only inside the answer; identity modes
+    have ended; thinking parsers have not."""
+    assert ended("gemma4", "") is True and ended("gemma4", "", enable_thinking=True) is False
+    assert ended("gemma4", "answer", enable_thinking=True) is True
+    assert ended("hunyuan_a13b", "") is False
+    assert ended("hunyuan_a13b", "<think>\nr\n</think>\n<answer>\nc") is True
+    assert ended("deepseek_v3", "") is True and ended("holo2", "") is False
+    assert ended("mistral", "") is True and ended("mistral", "[THINK]r") is False
