@@ -239,3 +239,43 @@ def test_reasoning_ended_before_any_output():
     assert ended("hunyuan_a13b", "<think>\nr\n</think>\n<answer>\nc") is True
     assert ended("deepseek_v3", "") is True and ended("holo2", "") is False
     assert ended("mistral", "") is True and ended("mistral", "[THINK]r") is False
+
+
+def _mini(**extra) -> parsers.Parser:
+    spec = parsers.FormatSpec(
+        name="mini",
+        kind="reasoning",
+        markers={"END": "</think>"},
+        modes={"R": "reasoning", "C": "content"},
+        transitions={("R", "END"): parsers.Transition("C")},
+        initial_mode="R",
+        reasoning_modes=frozenset({"R"}),
+        **extra,
+    )
+    return parsers.Parser(spec, None)
+
+
+def test_engine_strip_reasoning_tail_holds_whitespace_in_state():
+    """strip_reasoning_tail: trailing reasoning whitespace waits in state['r']['ws'] (sent when
+    more reasoning follows, dropped when content follows or the stream ends)."""
+    p = _mini(strip_reasoning_tail=True)
+    state = p.start(ParseContext(), None)
+    state, out = p.feed(state, "a \n")
+    assert [d.reasoning for d in out] == ["a"] and state["r"]["ws"] == " \n"
+    state, out = p.feed(state, "b  ")
+    assert [d.reasoning for d in out] == [" \nb"]
+    state, out = p.feed(state, "</think>c")
+    assert [(d.reasoning, d.content) for d in out] == [(None, "c")] and state["r"]["ws"] == ""
+    _, out = p.finish(p.feed(p.start(ParseContext(), None), "x \t")[0])
+    assert out == []
+
+
+def test_engine_preamble_goes_first_once():
+    """preamble: sent as content once, before the first text, and at finish for empty output."""
+    p = _mini(preamble="<p>")
+    state = p.start(ParseContext(), None)
+    state, first = p.feed(state, "r")
+    state, second = p.feed(state, "</think>c")
+    assert [(d.reasoning, d.content) for d in first + second] == [("r", "<p>"), (None, "c")]
+    _, out = p.finish(p.start(ParseContext(), None))
+    assert [d.content for d in out] == ["<p>"]
