@@ -108,7 +108,7 @@ def from_parser_case(raw: dict[str, Any]) -> list[Case]:
             modes=tuple(raw["modes"]),
             expected=raw["expected"],
             expected_streaming=raw.get("expected_streaming"),
-            ctx=_ctx(request, tool),
+            ctx=_ctx(request, tool, (raw.get("expected") or {}).get("tool_calls")),
             model=raw.get("model", ""),
             notes=raw.get("notes", ""),
             is_reasoning_end=raw.get("is_reasoning_end"),
@@ -141,7 +141,7 @@ def from_bug_case(raw: dict[str, Any]) -> list[Case]:
                 text=var["model_output"],
                 modes=modes,
                 checks=checks,
-                ctx=_ctx(inp, tool),
+                ctx=_ctx(inp, tool, checks.get("tool_calls")),
                 prompt=inp.get("prompt_tail"),
                 model=raw.get("tokenizer_model", ""),
                 notes=raw.get("notes", ""),
@@ -159,13 +159,23 @@ def bug_parsers(parser: str) -> tuple[str | None, str | None]:
     return (name, None) if parser.endswith("reasoning") else (None, name)
 
 
-def _ctx(request: dict[str, Any], tool: str | None) -> dict[str, Any]:
+def _ctx(request: dict[str, Any], tool: str | None, calls: Any = None) -> dict[str, Any]:
     tools = [t for t in request.get("tools") or () if isinstance(t, dict)]
-    ctx: dict[str, Any] = {"tools": tuple(tools) or (PLACEHOLDER_TOOLS if tool else None)}
+    ctx: dict[str, Any] = {"tools": tuple(tools) or (_placeholder(calls) if tool else None)}
     for key in ("tool_choice", "chat_template_kwargs", "parallel_tool_calls", "include_reasoning"):
         if key in request:
             ctx[key] = request[key]
     return ctx
+
+
+def _placeholder(calls: Any) -> tuple[dict[str, Any], ...]:
+    """Tools for a case whose upstream test passed none: the placeholder plus the expected call
+    names without schemas. Upstream parsers given no tools neither validate names (GLM,
+    MiniMax drop undeclared tools) nor coerce types; schema-less declared names do the same."""
+    names = [c["name"] for c in calls or () if isinstance(c, dict) and isinstance(c.get("name"), str)]
+    return PLACEHOLDER_TOOLS + tuple(
+        {"type": "function", "function": {"name": n, "parameters": {}}} for n in dict.fromkeys(names)
+    )
 
 
 def model_folder(model: str) -> Path | None:

@@ -44,6 +44,14 @@ class JsonCalls:
         name_key: key of the function name (``"name"``).
         args_keys: keys accepted for the arguments value.
         fixed_name: named tool choice: the body is the bare arguments value of this function.
+        require_args: a call object without an arguments key is not a call (llama: rejected).
+        decode_string_args: arguments given as a JSON *string* are the call's arguments text
+            (withheld until the string ends, then decoded: ``"{\"a\": 1}"`` → ``{"a": 1}``), as
+            vLLM mistral pre-v11, xlam and gigachat3 keep string arguments as they are.
+        close: text that must follow the JSON (after optional whitespace) for the body to be
+            a call (granite4 ``</tool_call>``). The body's calls are then *atomic*: withheld
+            until ``close`` arrives and emitted whole, and the body is rejected (its raw text
+            becomes content) when anything else follows or the stream ends first.
     """
 
     def start(self, marker: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,7 +66,12 @@ class JsonCalls:
             "key": "",
             "esc": False,
             "commits": 0,
+            "req": bool(options.get("require_args")),
+            "dec": bool(options.get("decode_string_args")),
+            "close": options.get("close"),
         }
+        if st["close"]:
+            st.update(cm=0, m0=len(marker), je=0)
         _new_call(st)
         if fixed:
             st.update(name=fixed, key=st["ak"][0], fixed=True)
@@ -66,35 +79,14 @@ class JsonCalls:
 
     def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
         """Scan ``text``; see :class:`parsers.spec.BodyHandler`."""
-        ev: list[Event] = []
-        i, end = 0, None
-        while i < len(text):
-            s = st["s"]
-            if s == "val":
-                i = _value(st, text, i, ev)
-            elif s == "key":
-                i = _key(st, text, i)
-            elif text[i] in _WS:
-                i += 1
-            else:
-                step = _structural(st, text[i], ev)
-                if step == "ok":
-                    i += 1
-                    if st["s"] == "done":
-                        end = i
-                        break
-                elif step == "value":
-                    st["s"] = "val"
-                else:
-                    return _stop(st, text, i, ev)
-        if st["raw"] is not None:
-            st["raw"] += text[: len(text) if end is None else end]
-        return ev, end
+        if not st["close"]:
+            return _feed(st, text)
+        return _feed_atomic(st, text)
 
     def finish(self, st: dict[str, Any]) -> list[Event]:
         """End of stream: release a withheld scalar, or reject an uncommitted body."""
         ev: list[Event] = []
-        if st["commits"] == 0 and not st["sent"]:
+        if st["close"] or (st["commits"] == 0 and not st["sent"]):
             return [("reject", st["raw"] or "")]
         if st["sent"] and st["pend"]:
             ev.append(("args", st["pend"]))
@@ -102,8 +94,76 @@ class JsonCalls:
         return ev
 
 
+def _feed(st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
+    """The scanner: events for ``text`` and where the body ended (``None``: not yet)."""
+    ev: list[Event] = []
+    i, end = 0, None
+    while i < len(text):
+        s = st["s"]
+        if s == "val":
+            i = _value(st, text, i, ev)
+            if st["s"] == "bad":
+                return _stop(st, text, i, ev)
+        elif s == "key":
+            i = _key(st, text, i)
+        elif text[i] in _WS:
+            i += 1
+        else:
+            step = _structural(st, text[i], ev)
+            if step == "ok":
+                i += 1
+                if st["s"] == "done":
+                    end = i
+                    break
+            elif step == "value":
+                st["s"] = "val"
+            else:
+                return _stop(st, text, i, ev)
+    if st["raw"] is not None:
+        st["raw"] += text[: len(text) if end is None else end]
+    return ev, end
+
+
+def _feed_atomic(st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
+    """``close`` mode: scan the JSON (events discarded), then match the closing text; at the
+    closer the kept raw JSON is scanned once more for the calls, emitted whole. The state
+    holds only the raw text of the open call (no event queue)."""
+    i = 0
+    if st["s"] != "close":
+        ev, end = _feed(st, text)
+        if any(e[0] == "reject" for e in ev):
+            return ev, end
+        if end is None:
+            return [], None
+        st.update(s="close", je=len(st["raw"]))
+        i = end
+    close = st["close"]
+    j = i
+    while j < len(text):
+        c = text[j]
+        if st["cm"] == 0 and c in _WS:
+            j += 1
+        elif c == close[st["cm"]]:
+            st["cm"] += 1
+            j += 1
+            if st["cm"] == len(close):
+                return _rescan(st), j
+        else:
+            return [("reject", st["raw"] + text[i:j])], j
+    st["raw"] += text[i:]
+    return [], None
+
+
+def _rescan(st: dict[str, Any]) -> list[Event]:
+    """The calls of the complete JSON kept in ``raw`` (scanned by a fresh streaming state)."""
+    options = {"array": st["array"], "name_key": st["nk"], "args_keys": st["ak"], "require_args": st["req"]}
+    fresh = JsonCalls().start("", {**options, "decode_string_args": st["dec"]})
+    events, _ = _feed(fresh, st["raw"][st["m0"] : st["je"]])
+    return events
+
+
 def _new_call(st: dict[str, Any]) -> None:
-    st.update(name=None, sent=False, has=False, pend="", vk="", vd=0, vs=False, ve=False, sc=False)
+    st.update(name=None, sent=False, has=False, pend="", vk="", vd=0, vs=False, ve=False, sc=False, ds=False)
 
 
 def _structural(st: dict[str, Any], c: str, ev: list[Event]) -> str:
@@ -119,7 +179,7 @@ def _structural(st: dict[str, Any], c: str, ev: list[Event]) -> str:
             return "ok"
         if c == ",":
             return "ok"
-        if c == "]":
+        if c == "]" and st["commits"] > 0:  # an empty array is not a call: given back
             st["s"] = "done"
             return "ok"
     elif s == "key_pre":
@@ -146,8 +206,9 @@ def _open_value(st: dict[str, Any], c: str, ev: list[Event]) -> str:
             return "bad"
         st.update(vk="name", pend_name="")
     elif key in st["ak"] and not st["has"]:
-        st.update(vk="args", has=True, sc=c not in '{["')
-        _maybe_commit(st, ev)
+        st.update(vk="args", has=True, sc=c not in '{["', ds=c == '"' and st["dec"])
+        if c not in "{[":  # objects/arrays commit once their first token is seen (_value)
+            _maybe_commit(st, ev)
     else:
         st["vk"] = "skip"
     st.update(vd=0, vs=False, ve=False)
@@ -189,9 +250,29 @@ def _value(st: dict[str, Any], text: str, i: int, ev: list[Event]) -> int:
     else:
         i, done = _scan_nested(st, text, i)
     _value_out(st, text[start:i], ev)
+    if st["vk"] == "args" and not st["sent"] and not st["sc"] and st["name"] is not None:
+        ok = _first_token_ok(st["pend"])
+        if ok is False:
+            st["s"] = "bad"
+            return i
+        if ok:
+            _maybe_commit(st, ev)
     if done:
         _value_done(st, ev)
     return i
+
+
+def _first_token_ok(pend: str) -> bool | None:
+    """Whether an object/array arguments value starts like JSON (``{"``, ``{}``, ``[1`` ...):
+    the call is committed only then, so ``{invalid json}`` is rejected before its name is
+    sent (vLLM batch: invalid JSON → content). ``None``: not known yet."""
+    body = pend.lstrip()
+    if body[:1] not in ("{", "["):
+        return True
+    rest = body[1:].lstrip()
+    if not rest:
+        return None
+    return rest[0] in ('"}' if body[0] == "{" else '{["-0123456789tfn]')
 
 
 def _scan_nested(st: dict[str, Any], text: str, i: int) -> tuple[int, bool]:
@@ -233,7 +314,7 @@ def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
     if st["vk"] == "name":
         st["pend_name"] += piece
     elif st["vk"] == "args":
-        if st["sent"] and not st["sc"]:
+        if st["sent"] and not st["sc"] and not st["ds"]:
             ev.append(("args", piece))
         else:
             st["pend"] += piece
@@ -241,7 +322,9 @@ def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
 
 def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
     kind = st["vk"]
-    st.update(s="key_pre", vk="", key="", sc=False)
+    if kind == "args" and st["ds"]:
+        st["pend"] = _decode_string(st["pend"])
+    st.update(s="key_pre", vk="", key="", sc=False, ds=False)
     if kind == "name":
         try:
             name = json.loads(st.pop("pend_name"))
@@ -249,11 +332,21 @@ def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
             name = None
         st["name"] = name if isinstance(name, str) else None
         _maybe_commit(st, ev)
-    elif kind == "args" and st["sent"] and st["pend"]:
+    elif kind == "args" and not st["sent"]:
+        _maybe_commit(st, ev)
+    elif kind == "args" and st["pend"]:
         ev.append(("args", st["pend"]))
         st["pend"] = ""
     if st.get("fixed"):
         st["s"] = "done"
+
+
+def _decode_string(raw: str) -> str:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, str) else raw
 
 
 def _maybe_commit(st: dict[str, Any], ev: list[Event]) -> None:
@@ -262,7 +355,8 @@ def _maybe_commit(st: dict[str, Any], ev: list[Event]) -> None:
         return
     st["sent"] = True
     st["commits"] += 1
-    st["raw"] = None
+    if not st["close"]:
+        st["raw"] = None
     ev.append(("name", st["name"]))
     if st["pend"] and not st["sc"]:
         ev.append(("args", st["pend"]))
@@ -271,7 +365,7 @@ def _maybe_commit(st: dict[str, Any], ev: list[Event]) -> None:
 
 def _close_object(st: dict[str, Any], ev: list[Event]) -> bool:
     """``}`` of a call object: commit a call without arguments as ``{}``."""
-    if st["name"] is None:
+    if st["name"] is None or (st["req"] and not st["has"]):
         return False
     if not st["sent"]:
         st["has"] = True
@@ -284,9 +378,8 @@ def _close_object(st: dict[str, Any], ev: list[Event]) -> bool:
 
 def _stop(st: dict[str, Any], text: str, i: int, ev: list[Event]) -> tuple[list[Event], int]:
     """Unexpected character at ``text[i]``: reject an uncommitted body, else end it here."""
-    if st["commits"] == 0 and not st["sent"]:
-        ev.append(("reject", (st["raw"] or "") + text[:i]))
-        return ev, i
+    if st["close"] or (st["commits"] == 0 and not st["sent"]):
+        return [("reject", (st["raw"] or "") + text[:i])], i
     if st["sent"] and st["pend"]:
         ev.append(("args", st["pend"]))
         st["pend"] = ""

@@ -8,6 +8,9 @@ State (a JSON-compatible dict, mutated in place and returned by the caller's fac
 * ``hold``: text of ``"hold"`` modes awaiting a decision (see :mod:`parsers.spec`).
 * ``body``: the body handler's state while a tool-call body is open, else ``None``.
 * ``n``: number of tool calls started so far (the next call's index).
+* ``j`` (only for specs with ``separators``): per kind 0 = no text yet, 1 = text in the
+  current visit, 2 = text earlier and a new visit started (the next text gets the separator).
+* ``ctx`` (only for specs with ``tool_context``): the per-request value the body handler reads.
 * ``ws`` (specs with ``strip_reasoning_tail``): trailing reasoning whitespace held back.
 * ``pre`` (specs with a ``preamble``): whether the preamble is still to be sent.
 
@@ -23,6 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .spec import BODY, CONTENT, DROP, HOLD, REASONING, Event, FormatSpec, Transition
+
+#: At most this many trailing characters are withheld by ``FormatSpec.hold_trailing`` (the
+#: rest of a longer run is released at once), so state and per-chunk cost stay flat.
+MAX_TRAILING = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +60,20 @@ def _compile(spec: FormatSpec) -> dict[str, _Mode]:
     return table
 
 
-def start(spec: FormatSpec, mode: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+def start(
+    spec: FormatSpec, mode: str | None = None, options: dict[str, Any] | None = None, context: Any = None
+) -> dict[str, Any]:
     """Initial engine state in ``mode`` (default ``spec.initial_mode``).
 
     When that mode is a body mode the body starts at once (guided-JSON tool choice), with
-    ``options`` overriding ``spec.body_options``.
+    ``options`` overriding ``spec.body_options``. ``context`` is the spec's ``tool_context``
+    value for this request (kept as ``state["ctx"]`` when the spec has one).
     """
     st: dict[str, Any] = {"mode": mode or spec.initial_mode, "buf": "", "hold": "", "body": None, "n": 0}
+    if spec.separators:
+        st["j"] = dict.fromkeys(spec.separators, 0)
+    if spec.tool_context is not None:
+        st["ctx"] = context
     if spec.strip_reasoning_tail:
         st["ws"] = ""
     if spec.preamble:
@@ -82,12 +96,21 @@ def _scan(spec: FormatSpec, st: dict[str, Any], text: str, final: bool) -> list[
     pos = 0
     while pos < len(buf):
         mode = st["mode"]
-        if spec.modes[mode] == BODY:
+        info = table[mode]
+        if spec.modes[mode] == BODY and info.regex is None:
             pos = _feed_body(spec, st, buf, pos, out)
             continue
-        info = table[mode]
         match = info.regex.search(buf, pos) if info.regex else None
+        if match and not final and _may_grow(buf, match.start(), info):
+            match = None  # a marker that may still grow into a longer one (`[` / `[TOOL_CALLS]`)
         end = match.start() if match else len(buf) - (0 if final else _partial(buf, pos, info))
+        if spec.modes[mode] == BODY:
+            step = _feed_closable_body(spec, st, buf, pos, end, match, out)
+            if step is None:
+                st["buf"] = buf[end:]
+                break
+            pos = step
+            continue
         broke = _emit_text(spec, st, buf[pos:end], out)
         if broke is not None:
             pos += broke
@@ -104,12 +127,13 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     """End of stream: flush held-back partial markers as text, close bodies, release holds."""
     out = _scan(spec, st, "", final=True)
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
-        _handle(spec, st, spec.body.finish(st["body"]), None, out)
-    kind = spec.finish_release.get(st["mode"])
+        _handle(spec, st, _body_finish(spec, st), None, out)
+    kind = spec.finish_release.get(st["mode"], CONTENT if st["mode"] in spec.hold_trailing else None)
     if st["hold"]:
         hold, st["hold"] = st["hold"], ""
         if kind in (CONTENT, REASONING):
-            out.append((kind, hold))
+            _new_visit(spec, st, kind)
+            _sink(kind, st, _joined(spec, st, kind, hold), out)
     return _post(spec, st, out, final=True)
 
 
@@ -137,6 +161,11 @@ def _post(spec: FormatSpec, st: dict[str, Any], events: list[Event], final: bool
     return out
 
 
+def _may_grow(buf: str, start: int, info: _Mode) -> bool:
+    """Whether the rest of ``buf`` from ``start`` is a proper prefix of a (longer) marker."""
+    return len(buf) - start <= info.longest and buf[start:] in info.prefixes
+
+
 def _partial(buf: str, pos: int, info: _Mode) -> int:
     """Length of the longest suffix of ``buf[pos:]`` that is a proper prefix of a marker."""
     for size in range(min(info.longest, len(buf) - pos), 0, -1):
@@ -158,8 +187,46 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
             _sink(spec.modes[mode], st, text[:stripped], out)
             _apply(spec, st, brk, "", out)
             return stripped
-    _sink(spec.modes[mode], st, text, out)
+    trail = spec.hold_trailing.get(mode)
+    if trail is not None:
+        text = st["hold"] + text
+        keep = len(text) - len(text.rstrip(trail))
+        keep = min(keep, MAX_TRAILING)
+        st["hold"] = text[len(text) - keep :]
+        text = text[: len(text) - keep]
+    sink = spec.modes[mode]
+    if mode in spec.hold_ws:
+        _sink_held_ws(st, text, out)
+    else:
+        _sink(sink, st, _joined(spec, st, sink, text), out)
+    limit = spec.hold_limit.get(mode)
+    if limit is not None and len(st["hold"]) > limit[0]:
+        _apply(spec, st, limit[1], "", out)  # not a header after all: bounded state
     return None
+
+
+def _sink_held_ws(st: dict[str, Any], text: str, out: list[Event]) -> None:
+    """Content whose trailing whitespace waits in ``hold`` (``FormatSpec.hold_ws``)."""
+    text = st["hold"] + text
+    kept = text.rstrip()
+    _sink(CONTENT, st, kept, out)
+    st["hold"] = text[len(kept) :]
+
+
+def _joined(spec: FormatSpec, st: dict[str, Any], kind: str, text: str) -> str:
+    """Prefix the kind's separator when this is the first text of a later visit."""
+    flags = st.get("j")
+    if not text or flags is None or kind not in flags:
+        return text
+    prefix = spec.separators[kind] if flags[kind] == 2 else ""
+    flags[kind] = 1
+    return prefix + text
+
+
+def _new_visit(spec: FormatSpec, st: dict[str, Any], kind: str) -> None:
+    flags = st.get("j")
+    if flags is not None and flags.get(kind) == 1:
+        flags[kind] = 2
 
 
 def _sink(sink: str, st: dict[str, Any], text: str, out: list[Event]) -> None:
@@ -174,23 +241,90 @@ def _sink(sink: str, st: dict[str, Any], text: str, out: list[Event]) -> None:
 
 
 def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, out: list[Event]) -> None:
-    """Switch mode: release the hold if asked, start a body or keep the marker text."""
-    if tr.release is not None and st["hold"]:
-        _sink(tr.release, st, st["hold"], out)  # "drop" discards
+    """Switch mode: release the hold if asked, start a body or keep the marker text.
+
+    Trailing text withheld by ``hold_trailing`` is released as content when the mode is left
+    for a non-body mode without an explicit ``release``; into a body it stays held until the
+    body commits a call (dropped) or is rejected (given back as content, see ``_handle``).
+    A ``keep`` transition into a body feeds the marker text to the body as its first text
+    (e.g. llama's ``{`` both starts and opens the call object). A ``route`` transition takes
+    the held header instead (see :mod:`parsers.spec`)."""
+    to, release = tr.to, tr.release
+    if tr.route:
+        assert spec.route is not None
+        marker, st["hold"] = st["hold"], ""
+        to = spec.route(marker) or tr.to
+    sink = spec.modes[to]
+    if release is None and st["mode"] in spec.hold_trailing and sink != BODY:
+        release = CONTENT
+    _new_visit(spec, st, sink)
+    if release is not None and st["hold"]:
+        if release != sink:
+            _new_visit(spec, st, release)
+        _sink(release, st, _joined(spec, st, release, st["hold"]), out)  # "drop" discards
         st["hold"] = ""
-    st["mode"] = tr.to
-    sink = spec.modes[tr.to]
+    if sink == BODY and spec.reject_to_origin:
+        st["from"] = st["mode"]
+    st["mode"] = to
     if sink == BODY and spec.body is not None:
-        st["body"] = spec.body.start(marker, spec.body_options)
+        st["body"] = spec.body.start("" if tr.keep else marker, spec.body_options)
+        if tr.keep:
+            events, end = _body_feed(spec, st, marker)
+            _handle(spec, st, events, end, out)
     elif tr.keep:
         _sink(sink, st, marker, out)
 
 
 def _feed_body(spec: FormatSpec, st: dict[str, Any], buf: str, pos: int, out: list[Event]) -> int:
     assert spec.body is not None
-    events, end = spec.body.feed(st["body"], buf[pos:])
+    text = buf[pos:]
+    events, end = _body_feed(spec, st, text)
     _handle(spec, st, events, end, out)
     return len(buf) if end is None else pos + end
+
+
+def _body_feed(spec: FormatSpec, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
+    """``BodyHandler.feed``, with the request context when the spec has ``tool_context``."""
+    assert spec.body is not None
+    if "ctx" in st:
+        return spec.body.feed(st["body"], text, st["ctx"])  # type: ignore[call-arg]
+    return spec.body.feed(st["body"], text)
+
+
+def _body_finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
+    """``BodyHandler.finish``, with the request context when the spec has ``tool_context``."""
+    assert spec.body is not None
+    if "ctx" in st:
+        return spec.body.finish(st["body"], st["ctx"])  # type: ignore[call-arg]
+    return spec.body.finish(st["body"])
+
+
+def _feed_closable_body(
+    spec: FormatSpec,
+    st: dict[str, Any],
+    buf: str,
+    pos: int,
+    end: int,
+    match: re.Match[str] | None,
+    out: list[Event],
+) -> int | None:
+    """A body mode with marker transitions: feed the text before the marker, then close the
+    body (``finish``) and apply the marker's transition. Returns the next position, or
+    ``None`` when the chunk is used up (a partial marker stays in ``buf``)."""
+    assert spec.body is not None
+    mode = st["mode"]
+    events, stop = _body_feed(spec, st, buf[pos:end])
+    _handle(spec, st, events, stop, out)
+    if stop is not None or st["body"] is None:
+        return pos + (end - pos if stop is None else stop)
+    if match is None:
+        return None
+    _handle(spec, st, _body_finish(spec, st), None, out)
+    if st["mode"] != mode:  # rejected: the marker is text of the reject mode
+        return match.start()
+    st["body"] = None
+    _apply(spec, st, spec.transitions[(mode, _compile(spec)[mode].names[match.group()])], match.group(), out)
+    return match.end()
 
 
 def _handle(
@@ -198,15 +332,23 @@ def _handle(
 ) -> None:
     """Number the handler's call events and switch mode when the body ended or was rejected."""
     rejected = False
+    back = st.pop("from", None) if (end is not None or any(e[0] == "reject" for e in events)) else None
+    back = back or spec.reject_mode
     for ev in events:
         if ev[0] == "name":
-            out.append(("name", st["n"], ev[1]))
+            if spec.hold_trailing or spec.hold_ws:
+                st["hold"] = ""  # withheld text before a committed call is dropped
+            out.append(("name", st["n"], *ev[1:]))  # (name[, native id])
             st["n"] += 1
         elif ev[0] == "args":
             out.append(("args", st["n"] - 1, ev[1]))
         elif ev[0] == "reject":
             rejected = True
-            _sink(CONTENT, st, ev[1], out)
+            held = st["hold"] if spec.hold_trailing or spec.hold_ws else ""
+            if held:
+                st["hold"] = ""
+            _sink(CONTENT, st, held, out)
+            _sink(spec.modes[back], st, ev[1], out)  # reject_to_origin: e.g. dropped after a call
     if rejected or end is not None:
         st["body"] = None
-        st["mode"] = spec.reject_mode if rejected else spec.body_end_mode
+        st["mode"] = back if rejected else spec.body_end_mode

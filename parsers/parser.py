@@ -6,18 +6,20 @@ per-request state is a plain JSON-compatible dict::
 
     {"v": 1, "ir": include_reasoning, "pt": parallel_tool_calls,
      "r": engine state of the reasoning spec or None,
-     "t": engine state of the tool phase or None, "tk": "native" | "required" | "named" | None}
+     "t": engine state of the tool phase or None, "tk": "native" | "required" | "named" | None,
+     "h": history_tool_call_cnt (numbers native call ids, FormatSpec.call_id)}
 
 Tool phase selection (vLLM 0.33 serving, parsers.md sections 1 and 9.9): no ``tools`` or
-``tool_choice="none"`` → no tool parsing (markup stays content); ``auto`` → the native format
-when ``enable_auto_tool_choice``; ``required`` → guided JSON array
+``tool_choice="none"`` → no tool parsing (markup stays content), except that specs with
+``strip_on_none`` (vLLM engine parsers) still parse with ``"tk": "none"`` and drop the calls;
+``auto`` → the native format when ``enable_auto_tool_choice``; ``required`` → guided JSON array
 ``[{"name", "parameters"}]``; named → the whole output is the arguments object. Formats whose
 spec has ``guided_json=False`` parse their native syntax for required/named too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +77,7 @@ class Parser:
             "r": None,
             "t": None,
             "tk": None,
+            "h": ctx.history_tool_call_cnt,
         }
         if self.reasoning is not None:
             chooser = self.reasoning.choose_mode
@@ -87,7 +90,11 @@ class Parser:
         kind, options = self._tool_kind(ctx)
         if kind is not None:
             st["tk"] = kind
-            st["t"] = machine.start(self._tool_spec(kind), None, options)
+            tspec = self._tool_spec(kind)
+            context = tspec.tool_context(ctx.tools) if tspec.tool_context is not None else None
+            forced = kind == "native" and ctx.tool_choice not in ("auto", None)
+            mode = self.tool.forced_mode if forced and self.tool is not None else None
+            st["t"] = machine.start(tspec, mode, options, context)
         return st
 
     def reasoning_ended(self, state: Mapping[str, Any]) -> bool | None:
@@ -125,6 +132,13 @@ class Parser:
 
     # -- internals --------------------------------------------------------------------
 
+    @property
+    def _combined(self) -> bool:
+        """One format parses reasoning, content and calls (Harmony): both names resolve to
+        the same spec. It runs once as the reasoning phase; its calls surface only when the
+        tool phase is active (tools given, tool_choice not "none")."""
+        return self.tool is not None and self.tool is self.reasoning
+
     def _prompt_last(self, prompt: Sequence[int] | None) -> str | None:
         open_id, close_id, bounds = self.prompt_ids
         if not prompt or (open_id is None and close_id is None):
@@ -140,8 +154,11 @@ class Parser:
 
     def _tool_kind(self, ctx: ParseContext) -> tuple[str | None, dict[str, Any] | None]:
         choice = ctx.tool_choice
-        if not ctx.tools or choice == "none":
+        if not ctx.tools:
             return None, None
+        if choice == "none":  # engine formats still strip their markup; calls are dropped
+            strip = self.tool is not None and self.tool.strip_on_none and ctx.enable_auto_tool_choice
+            return ("none" if strip else None), None
         native_forced = self.tool is not None and not self.tool.guided_json
         if isinstance(choice, Mapping):
             if native_forced:
@@ -155,7 +172,7 @@ class Parser:
         return None, None
 
     def _tool_spec(self, kind: str) -> FormatSpec:
-        if kind == "native":
+        if kind in ("native", "none"):
             assert self.tool is not None
             return self.tool
         return _GUIDED[kind]
@@ -168,15 +185,19 @@ class Parser:
                 r_events += machine.finish(self.reasoning, st["r"])
         else:
             r_events = [("content", text)] if text else []
-        tspec = self._tool_spec(st["tk"]) if st["t"] is not None else None
+        combined = self._combined
+        tspec = self._tool_spec(st["tk"]) if st["t"] is not None and not combined else None
         for ev in r_events:
             if ev[0] == "content" and tspec is not None:
                 events += machine.feed(tspec, st["t"], ev[1])
-            else:
+            elif ev[0] in ("content", "reasoning") or st["t"] is not None:
                 events.append(ev)
         if final and tspec is not None:
             events += machine.finish(tspec, st["t"])
-        return _to_deltas(events, st["ir"], st["pt"])
+        if st["tk"] == "none":
+            events = [ev for ev in events if ev[0] in ("content", "reasoning")]
+        call_id = self.tool.call_id if self.tool is not None and st["t"] is not None else None
+        return _to_deltas(events, st["ir"], st["pt"], _ids(call_id, st.get("h", 0)))
 
 
 def _copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -185,12 +206,24 @@ def _copy_state(state: Mapping[str, Any]) -> dict[str, Any]:
     for phase in ("r", "t"):
         if new.get(phase) is not None:
             new[phase] = dict(new[phase])
+            if "j" in new[phase]:
+                new[phase]["j"] = dict(new[phase]["j"])
             if new[phase]["body"] is not None:
                 new[phase]["body"] = dict(new[phase]["body"])
     return new
 
 
-def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool) -> list[Delta]:
+IdFor = Callable[[int, str], str | None]
+
+
+def _ids(call_id: Callable[[int, str], str] | None, history: int) -> IdFor:
+    """Id of call ``index`` named ``name``: the spec's native id at its conversation position."""
+    if call_id is None:
+        return lambda index, name: None
+    return lambda index, name: call_id(history + index, name)
+
+
+def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool, ids: IdFor) -> list[Delta]:
     """Coalesce one step's events into at most one :class:`Delta`."""
     content: list[str] = []
     reasoning: list[str] = []
@@ -203,17 +236,20 @@ def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool) -> li
             if include_reasoning:
                 reasoning.append(ev[1])
         elif parallel or ev[1] == 0:
-            _add_call_event(calls, ev)
+            _add_call_event(calls, ev, ids)
     delta = Delta(
         content="".join(content) or None, reasoning="".join(reasoning) or None, tool_calls=tuple(calls)
     )
     return [delta] if delta.content or delta.reasoning or delta.tool_calls else []
 
 
-def _add_call_event(calls: list[ToolCallDelta], ev: tuple[Any, ...]) -> None:
-    kind, index, value = ev
+def _add_call_event(calls: list[ToolCallDelta], ev: tuple[Any, ...], ids: IdFor) -> None:
+    """Add one engine call event; a name event's native id (``ev[3]``, e.g. Kimi's header)
+    wins over the spec's ``call_id``."""
+    kind, index, value = ev[:3]
     if kind == "name":
-        calls.append(ToolCallDelta(index=index, name=value))
+        native = ev[3] if len(ev) > 3 else None
+        calls.append(ToolCallDelta(index=index, id=native or ids(index, value), name=value))
         return
     if not value:
         return

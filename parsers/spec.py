@@ -14,7 +14,20 @@ Sinks:
   releases them with ``Transition.release`` or finish releases them with
   ``FormatSpec.finish_release[mode]``. Used for tentative decisions (qwen3: is a
   ``<tool_call>`` inside reasoning a draft or the real call?).
-* ``"body"``: text goes to ``FormatSpec.body`` until the handler reports the body's end.
+* ``"body"``: text goes to ``FormatSpec.body`` until the handler reports the body's end, or
+  until a marker with a transition from the body mode arrives (the engine then closes the
+  body with ``BodyHandler.finish`` and applies the transition; used by formats whose calls
+  end with a special token, e.g. Kimi ``<|tool_call_end|>``).
+
+Headers (routing): a ``Transition`` with ``route=True`` picks its target from the text held
+in ``state["hold"]`` (e.g. the call header ``functions.get_weather:0`` or a Harmony message
+header ``<|start|>assistant<|channel|>commentary to=functions.f``): ``FormatSpec.route(header)``
+returns the next mode (``None`` → ``Transition.to``). The header is consumed; when the target
+is a body mode it is handed to ``BodyHandler.start`` in place of the marker text.
+
+Call ids: a handler's name event may carry the native id read from the output
+(``("name", name, id)``, Kimi's header ``functions.get_weather:0``); it wins over the id
+``FormatSpec.call_id`` mints from the call's conversation position.
 
 Example (a minimal ``<think>`` reasoning format)::
 
@@ -30,7 +43,15 @@ Adding a family (see ``formats/hermes.py`` and ``formats/qwen3.py``):
 
 1. Write ``parsers/formats/<family>.py`` exposing ``SPEC``; reuse a factory when one fits
    (``formats.think.think_spec`` for ``<think>``-style reasoning, ``formats.hermes.hermes_spec``
-   for ``<tag>{json}</tag>`` calls), else build a ``FormatSpec`` as above.
+   for ``<tag>{json}</tag>`` calls, ``formats.jsontools.json_tool_spec`` for any start marker
+   followed by a JSON call object or array: llama, granite, jamba, xlam, mistral ...,
+   ``formats.xml.xml_spec`` with a ``parsers.xmlcalls.XmlTags`` for XML-style calls,
+   ``formats.pythonic.pythonic_spec`` for pythonic calls, ``parsers.rawargs.RawArgs`` with a
+   routed header for verbatim arguments between special tokens: kimi, deepseek, harmony),
+   else build a ``FormatSpec`` as above. Every special token the format reads must be a
+   marker text (even one only the body handler reads), so the derender keeps that token's
+   text. Schema-aware formats set ``tool_context`` (e.g. ``parsers.arguments.tool_types``)
+   so the body handler gets the request's tool types.
 2. Tool formats route call bodies to a ``"body"`` mode; write at most one ``BodyHandler``
    (``parsers.jsoncalls.JsonCalls`` covers JSON objects/arrays) with ``body_end_mode`` (where
    text after a call goes: ``"drop"`` or ``"content"`` sink) and ``reject_mode``.
@@ -56,9 +77,9 @@ HOLD = "hold"
 BODY = "body"
 SINKS = frozenset({CONTENT, REASONING, DROP, HOLD, BODY})
 
-#: An engine event: ``("content", text)``, ``("reasoning", text)``, ``("name", index, name)``,
-#: ``("args", index, fragment)``; handlers emit ``("name", name)``, ``("args", fragment)``,
-#: ``("reject", raw_text)`` and the engine adds the call index.
+#: An engine event: ``("content", text)``, ``("reasoning", text)``, ``("name", index, name[, id])``,
+#: ``("args", index, fragment)``; handlers emit ``("name", name)`` or ``("name", name, id)``,
+#: ``("args", fragment)``, ``("reject", raw_text)`` and the engine adds the call index.
 Event = tuple[Any, ...]
 
 
@@ -69,7 +90,8 @@ class BodyHandler(Protocol):
     """
 
     def start(self, marker: str, options: Mapping[str, Any]) -> dict[str, Any]:
-        """New body state; ``marker`` is the start-marker text (kept for rejection)."""
+        """New body state; ``marker`` is the start-marker text (kept for rejection), or the
+        header text when the body was entered by a routed transition."""
         ...
 
     def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
@@ -80,7 +102,8 @@ class BodyHandler(Protocol):
         ...
 
     def finish(self, st: dict[str, Any]) -> list[Event]:
-        """End of stream inside the body: release withheld pieces or reject."""
+        """End of stream (or a closing marker) inside the body: release withheld pieces or
+        reject."""
         ...
 
 
@@ -90,8 +113,10 @@ class Transition:
 
     Attributes:
         to: the next mode.
-        keep: send the marker text to the *next* mode's sink instead of dropping it
-            (body modes always receive it via ``BodyHandler.start``).
+        keep: send the marker text to the *next* mode's sink instead of dropping it. Body
+            modes receive the marker via ``BodyHandler.start`` (for rejection); with ``keep``
+            the marker is instead the body's first text (``feed``), e.g. a ``{`` that both
+            starts and opens a JSON call.
         release: before switching, release ``state["hold"]`` as ``"content"`` or
             ``"reasoning"``, or discard it (``"drop"``, e.g. whitespace-only content held
             until a tool call shows it is not wanted).
@@ -100,6 +125,7 @@ class Transition:
     to: str
     keep: bool = False
     release: Literal["content", "reasoning", "drop"] | None = None
+    route: bool = False
 
 
 #: Chooses the initial mode of a reasoning spec from ``chat_template_kwargs`` and the last
@@ -131,6 +157,35 @@ class FormatSpec:
         turn_boundaries: marker texts that end the backward prompt scan (e.g. ``<|im_start|>``).
         guided_json: tool specs only: ``tool_choice`` required/named parse vLLM's guided JSON
             (``supports_required_and_named``) instead of the native syntax.
+        route: header text -> next mode, for ``Transition(route=True)``.
+        hold_limit: hold mode -> ``(max characters, transition)`` applied when the held text
+            grows past the limit (a header that never ends is not a header: release or drop
+            it), so the state stays bounded.
+        separators: sink kind (``"content"``/``"reasoning"``) -> text put between the texts
+            of two separate visits to modes of that kind (Harmony joins messages with ``\n``).
+        hold_trailing: content mode -> characters whose trailing run is withheld (in
+            ``state["hold"]``) until more text shows it is not the end of the content: dropped
+            when a body then commits a call (e.g. the ``\n`` before ``<tool_call>``), released
+            as content otherwise (other transitions, rejected bodies, end of stream).
+        call_id: native tool-call ids: ``call_id(position, name)`` where ``position`` counts
+            the calls of the conversation (``history_tool_call_cnt`` + call index); the id is
+            sent on the call's first delta (Mistral 9-char ids).
+        tool_context: tool specs only: computes, once per request at ``Parser.start``, a small
+            JSON value from the request's ``tools`` (e.g. declared names and parameter types);
+            the engine keeps it in its state as ``ctx`` and passes it to the body handler as
+            ``feed(st, text, ctx)`` / ``finish(st, ctx)``, so later chunks need no request.
+        strip_on_none: tool specs only: with ``tool_choice="none"`` the format still runs and its
+            markup is removed, only the calls are dropped (vLLM engine parsers).
+        hold_ws: content modes whose trailing whitespace is held in ``state["hold"]`` until
+            non-whitespace text of the mode follows (then released as content), a transition's
+            ``release`` decides, or ``finish_release`` at end of stream. In such specs a body's
+            first call drops the held whitespace (content is stripped when tools are called) and
+            a rejected body releases it before its raw text.
+        forced_mode: ``guided_json=False`` specs: initial mode when ``tool_choice`` is
+            required/named (e.g. Mistral: a bare JSON array may start the output).
+        reject_to_origin: a rejected body's text goes to the sink of the mode the body started
+            from, and the engine returns there (instead of ``reject_mode``): a ``{`` in prose
+            after a llama call is dropped with that prose, before the first call it is content.
         strip_reasoning_tail: reasoning specs: trailing whitespace of reasoning is held back
             (``state["ws"]``) and sent only when more reasoning text follows; it is dropped
             when anything else follows or the stream ends (vLLM engine
@@ -157,6 +212,16 @@ class FormatSpec:
     prompt_close: str | None = None
     turn_boundaries: tuple[str, ...] = ()
     guided_json: bool = True
+    route: Callable[[str], str | None] | None = None
+    hold_limit: Mapping[str, tuple[int, Transition]] = field(default_factory=dict)
+    separators: Mapping[str, str] = field(default_factory=dict)
+    hold_trailing: Mapping[str, str] = field(default_factory=dict)
+    call_id: Callable[[int, str], str] | None = None
+    tool_context: Callable[[Any], Any] | None = None
+    strip_on_none: bool = False
+    hold_ws: frozenset[str] = frozenset()
+    forced_mode: str | None = None
+    reject_to_origin: bool = False
     strip_reasoning_tail: bool = False
     preamble: str = ""
 
@@ -174,6 +239,8 @@ def _check(spec: FormatSpec) -> None:
         raise ValueError(f"{spec.name}: unknown sinks {bad_sinks}")
     targets = [t.to for t in spec.transitions.values()] + [t.to for t in spec.break_on_text.values()]
     targets += [m for m in (spec.initial_mode, spec.body_end_mode, spec.reject_mode) if m]
+    targets += [t.to for _, t in spec.hold_limit.values()]
+    targets += list(spec.hold_trailing) + ([spec.forced_mode] if spec.forced_mode else [])
     unknown = {m for m in targets if m not in modes} | {m for m, _ in spec.transitions if m not in modes}
     if unknown:
         raise ValueError(f"{spec.name}: unknown modes {sorted(unknown)}")
@@ -184,5 +251,7 @@ def _check(spec: FormatSpec) -> None:
         spec.body is None or spec.body_end_mode is None or spec.reject_mode is None
     ):
         raise ValueError(f"{spec.name}: a body mode needs body, body_end_mode and reject_mode")
+    if any(t.route for t in spec.transitions.values()) and spec.route is None:
+        raise ValueError(f"{spec.name}: a routed transition needs FormatSpec.route")
     if any(not text for text in spec.markers.values()):
         raise ValueError(f"{spec.name}: empty marker text")

@@ -5,7 +5,13 @@ Every route body is parsed with orjson and handed as a plain ``dict`` to a pure 
 a JSON-ready value. CPU work runs in a thread pool, off the event loop. Errors of every kind are
 mapped once, here, to the upstream body ``{"error": {"message", "type", "param", "code"}}``:
 pydantic validation → 400 ``"Bad Request"`` (never 422), our own errors → their status, anything
-unexpected → 500 ``"InternalServerError"``.
+unexpected → 500 ``"InternalServerError"``, ``NotImplementedError`` → 501 (as upstream).
+
+Operations (see ``docs/operations.md``): middleware for the request id, metrics and access log
+(:mod:`.observe`), API keys (:mod:`.auth`) and the body size limit (:mod:`.limits`); parsed bodies
+are bounded by :func:`.limits.check_body` before the handler runs; handlers run on a bounded
+:class:`.limits.WorkerPool`; ``/ready``, ``/metrics`` and the configuration fingerprint (header
+``X-Render-Config-Fingerprint`` and a ``/v1/models`` card field).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -22,11 +29,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import derender, render
+from . import derender, metrics, openapi_bodies, render
+from .auth import ApiKeyAuth, ensure_stream_state_keys
 from .errors import InvalidRequest, RenderServiceError, error_body, to_error_body
+from .limits import BodyLimits, BodySizeLimit, WorkerPool, check_body
 from .models import ModelBundle, load_bundle
+from .observe import Observe
+from .server import install_drain_handler
 from .settings import Settings
+from .stream_state import config_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -67,19 +80,31 @@ async def read_json(request: Request) -> Any:
 def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI:
     """Build the app. ``bundle`` may be passed pre-loaded (tests); else it loads at start-up."""
 
+    settings = ensure_stream_state_keys(settings)
+    limits = BodyLimits.from_settings(settings)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
         if getattr(app.state, "bundle", None) is None:
             app.state.bundle = await run_in_threadpool(load_bundle, settings)
+        app.state.fingerprint = config_fingerprint(app.state.bundle, settings)
+        app.state.pool = new_pool(settings)
+        metrics.forget_dead_processes()
+        restore = install_drain_handler(app.state, settings.shutdown_delay)
         app.state.ready = True
         yield
         app.state.ready = False
+        restore()
 
     app = FastAPI(title="render-service", lifespan=lifespan)
     app.state.settings = settings
     app.state.bundle = bundle
     app.state.ready = False
+    app.state.draining = False
+    app.state.fingerprint = None
     app.state.started = int(time.time())
+    add_middleware(app, settings)
+    openapi_bodies.install(app)
 
     @app.exception_handler(RenderServiceError)
     async def _service_error(_: Request, exc: RenderServiceError) -> Response:
@@ -95,18 +120,38 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
         message, param = validation_message(exc)
         return json_response(error_body(message, "Bad Request", 400, param), 400)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_exception(_: Request, exc: StarletteHTTPException) -> Response:
+        phrase = HTTPStatus(exc.status_code).phrase
+        return json_response(error_body(str(exc.detail), phrase, exc.status_code), exc.status_code,
+                             headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(NotImplementedError)
+    async def _not_implemented(_: Request, exc: NotImplementedError) -> Response:
+        return json_response(error_body(f"Not implemented: {exc}", "NotImplementedError", 501), 501)
+
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> Response:
         logger.exception("unhandled error")
         return json_response(error_body(f"{type(exc).__name__}: {exc}", "InternalServerError", 500), 500)
 
     def post(path: str, handler: Handler) -> None:
+        rendering = path.endswith("/render") or path == "/tokenize"
+
         async def route(request: Request) -> Response:
             body = await read_json(request)
-            result = await run_in_threadpool(handler, request.app.state.bundle, settings, body)
+            check_body(body, limits)
+            if path.endswith("/render") and isinstance(body, dict) and request.state.request_id_from_client:
+                body["request_id"] = request.state.request_id  # upstream: X-Request-Id is the base id
+            result, tokens = await request.app.state.pool.run(
+                call_counting, handler, request.app.state.bundle, settings, body, rendering
+            )
+            counter = metrics.TOKENS_RENDERED if rendering else metrics.TOKENS_DERENDERED
+            counter.labels(path).inc(tokens)
             return json_response(result)
 
-        app.add_api_route(path, route, methods=["POST"], name=path)
+        app.add_api_route(path, route, methods=["POST"], name=path,
+                          openapi_extra=openapi_bodies.request_body(path))
 
     post("/v1/chat/completions/render", render.render_chat)
     post("/v1/completions/render", render.render_completion)
@@ -117,7 +162,23 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
 
     @app.get("/health")
     async def health() -> Response:
+        """Liveness: 200 while the process serves HTTP at all."""
         return Response(status_code=200)
+
+    @app.get("/ready")
+    async def ready(request: Request) -> Response:
+        """Readiness: 200 once the model is loaded, 503 while loading or draining."""
+        state = request.app.state
+        if state.ready and not state.draining:
+            return json_response({"status": "ready", "config_fingerprint": state.fingerprint})
+        reason = "draining" if state.draining else "loading"
+        return json_response(error_body(f"Not ready: {reason}", "ServiceUnavailableError", 503), 503)
+
+    @app.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        """Prometheus text exposition, aggregated over worker processes."""
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:
@@ -132,9 +193,56 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
                 "parent": None,
                 "max_model_len": b.max_model_len,
                 "permission": [],
+                "config_fingerprint": request.app.state.fingerprint,
             }
             for name in b.names
         ]
         return json_response({"object": "list", "data": cards})
 
     return app
+
+
+def call_counting(handler: Handler, bundle: ModelBundle, settings: Settings, body: Any,
+                  rendering: bool) -> tuple[Any, int]:
+    """Run ``handler(bundle, settings, body)`` and count its tokens (worker thread side).
+
+    Rendering routes count token ids in the result, derendering routes those in the request body
+    (see :func:`.metrics.count_tokens`).
+    """
+    result = handler(bundle, settings, body)
+    return result, metrics.count_tokens(result if rendering else body)
+
+
+def new_pool(settings: Settings) -> WorkerPool:
+    """The worker pool for ``settings``, publishing its load to the pool metrics."""
+    threads = max(1, settings.renderer_threads)
+    metrics.set_pool(threads, 0, 0)
+    return WorkerPool(threads, settings.max_queued_requests, settings.queue_timeout,
+                      on_change=lambda busy, queued: metrics.set_pool(threads, busy, queued))
+
+
+def add_middleware(app: FastAPI, settings: Settings) -> None:
+    """Body size limit (innermost), API-key auth, then observation (outermost: sees every answer)."""
+    app.add_middleware(BodySizeLimit, limit=settings.max_request_body_bytes)
+    app.add_middleware(ApiKeyAuth, keys=settings.api_keys)
+    app.add_middleware(Observe, endpoints=lambda: known_routes(app),
+                       fingerprint=lambda: app.state.fingerprint)
+
+
+def known_routes(app: FastAPI) -> frozenset[str]:
+    """Paths of the app's routes (metric labels)."""
+    cached = getattr(app.state, "route_paths", None)
+    if cached is None:
+        cached = frozenset(getattr(r, "path", "") for r in app.routes)
+        app.state.route_paths = cached
+    return cached
+
+
+def app_from_env() -> FastAPI:
+    """App factory for worker processes: settings from ``RENDER_SERVICE_SETTINGS_JSON`` (set by the CLI).
+
+    Used as ``uvicorn render_service.app:app_from_env --factory``.
+    """
+    from .server import settings_from_env
+
+    return create_app(settings_from_env())

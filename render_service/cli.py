@@ -1,11 +1,18 @@
-"""Command line: ``render-service serve [MODEL] [flags]`` (flag names as ``vllm launch render``)."""
+"""Command line: ``render-service serve [MODEL] [flags]`` (flag names as ``vllm launch render``).
+
+Every ``serve`` flag can also be set by an environment variable ``RENDER_SERVICE_<FLAG>`` (flag
+name upper-cased, dashes as underscores, e.g. ``RENDER_SERVICE_MAX_N=64``; booleans ``1``/``true``;
+lists comma-separated); the command line wins. Aliases: ``RENDER_SERVICE_MODEL``, API keys also from
+``VLLM_API_KEY``, stream-state keys from ``RENDER_SERVICE_STREAM_STATE_KEYS``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from .settings import Settings
 
@@ -33,7 +40,100 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep `stop` in rendered sampling_params (engines that detokenize)")
     serve.add_argument("--renderer-num-workers", type=int, default=1)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--trust-request-chat-template", action="store_true",
+                       help="accept a request's own chat_template")
+    serve.add_argument("--exclude-tools-when-tool-choice-none", action="store_true")
+    serve.add_argument("--chat-template-content-format", default="auto", choices=("auto", "string", "openai"))
+    serve.add_argument("--template-max-seconds", type=float, default=5.0,
+                       help="time budget for rendering one chat template (over budget: 400)")
+    serve.add_argument("--template-max-chars", type=int, default=8_000_000,
+                       help="size budget of one rendered prompt in characters (over budget: 400)")
+    add_ops_flags(serve)
+    apply_env_defaults(serve)
     return parser
+
+
+def add_ops_flags(serve: argparse.ArgumentParser) -> None:
+    """Limits, security, lifecycle and logging flags (see docs/operations.md)."""
+    d = Settings()
+    serve.add_argument("--renderer-threads", type=int, default=d.renderer_threads,
+                       help="threads per worker process for render/derender work")
+    serve.add_argument("--max-queued-requests", type=int, default=d.max_queued_requests,
+                       help="requests allowed to wait for a thread per process; more get 503")
+    serve.add_argument("--queue-timeout", type=float, default=d.queue_timeout,
+                       help="seconds a request may wait for a thread before a 503")
+    serve.add_argument("--max-request-body-bytes", type=int, default=d.max_request_body_bytes,
+                       help="larger bodies get 413")
+    serve.add_argument("--max-messages", type=int, default=d.max_messages)
+    serve.add_argument("--max-tools", type=int, default=d.max_tools)
+    serve.add_argument("--max-n", type=int, default=d.max_n)
+    serve.add_argument("--max-stream-state-bytes", type=int, default=d.max_stream_state_bytes)
+    serve.add_argument("--api-key", action="append", default=None,
+                       help="require `Authorization: Bearer KEY` on /v1* and /inference* (repeatable)")
+    serve.add_argument("--stream-state-key", action="append", default=None,
+                       help="HMAC key for stream_state; repeat to rotate (first signs, all verify)")
+    serve.add_argument("--stream-state-key-file", default=None,
+                       help="file with one stream_state key per line (e.g. a mounted Secret)")
+    serve.add_argument("--allow-unsigned-stream-state", action="store_true",
+                       help="emit and accept unsigned stream_state (trusted networks only)")
+    serve.add_argument("--shutdown-delay", type=float, default=d.shutdown_delay,
+                       help="seconds /ready answers 503 after SIGTERM before the listener closes")
+    serve.add_argument("--log-format", choices=("json", "text"), default=d.log_format)
+    serve.add_argument("--timeout-keep-alive", type=int, default=d.timeout_keep_alive,
+                       help="idle keep-alive seconds; set above the load balancer's idle timeout")
+
+
+#: dest -> extra environment variable names read (after ``RENDER_SERVICE_<DEST>``).
+ENV_ALIASES = {
+    "model_flag": ("RENDER_SERVICE_MODEL",),
+    "api_key": ("VLLM_API_KEY",),
+    "stream_state_key": ("RENDER_SERVICE_STREAM_STATE_KEYS",),
+}
+_TRUE = ("1", "true", "yes", "on")
+
+
+def apply_env_defaults(parser: argparse.ArgumentParser) -> None:
+    """Take each flag's default from its environment variable when set (the command line wins)."""
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        names = ("RENDER_SERVICE_" + action.dest.upper(), *ENV_ALIASES.get(action.dest, ()))
+        raw = next((os.environ[n] for n in names if os.environ.get(n)), None)
+        if raw is None:
+            continue
+        parser.set_defaults(**{action.dest: _env_value(action, raw)})
+
+
+def _env_value(action: argparse.Action, raw: str) -> object:
+    if isinstance(action, argparse._StoreTrueAction):
+        return raw.strip().lower() in _TRUE
+    if action.nargs in ("+", "*") or isinstance(action, argparse._AppendAction):
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    return action.type(raw) if callable(action.type) else raw
+
+
+def read_key_file(path: str) -> list[str]:
+    """Keys from a file, one per line; blank lines and ``#`` comments ignored."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+MIN_KEY_CHARS = 16
+
+
+def stream_state_keys(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--stream-state-key`` values then the key file's, de-duplicated in order.
+
+    Raises:
+        SystemExit: a key shorter than 16 characters.
+    """
+    keys = list(args.stream_state_key or ())
+    if args.stream_state_key_file:
+        keys += read_key_file(args.stream_state_key_file)
+    short = [k for k in keys if len(k) < MIN_KEY_CHARS]
+    if short:
+        raise SystemExit(f"--stream-state-key: keys must have at least {MIN_KEY_CHARS} characters")
+    return tuple(dict.fromkeys(keys))
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -55,6 +155,25 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         keep_stop_strings=args.keep_stop_strings,
         generation_config=args.generation_config,
         renderer_num_workers=args.renderer_num_workers,
+        trust_request_chat_template=args.trust_request_chat_template,
+        exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
+        chat_template_content_format=args.chat_template_content_format,
+        template_max_seconds=args.template_max_seconds,
+        template_max_chars=args.template_max_chars,
+        renderer_threads=args.renderer_threads,
+        max_queued_requests=args.max_queued_requests,
+        queue_timeout=args.queue_timeout,
+        max_request_body_bytes=args.max_request_body_bytes,
+        max_messages=args.max_messages,
+        max_tools=args.max_tools,
+        max_n=args.max_n,
+        max_stream_state_bytes=args.max_stream_state_bytes,
+        api_keys=tuple(dict.fromkeys(args.api_key or ())),
+        stream_state_keys=stream_state_keys(args),
+        allow_unsigned_stream_state=args.allow_unsigned_stream_state,
+        shutdown_delay=args.shutdown_delay,
+        log_format=args.log_format,
+        timeout_keep_alive=args.timeout_keep_alive,
     )
 
 
@@ -62,11 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.enable_auto_tool_choice and not args.tool_call_parser:
         raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
-    settings = settings_from_args(args)
-    logging.basicConfig(level=args.log_level.upper())
-    import uvicorn
+    from .auth import ensure_stream_state_keys
+    from .logging_setup import configure_logging
+    from .server import serve
 
-    from .app import create_app
-
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
-    return 0
+    configure_logging(args.log_level, args.log_format)
+    settings = ensure_stream_state_keys(settings_from_args(args))  # one key for all workers
+    return serve(settings, args.log_level)

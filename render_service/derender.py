@@ -3,21 +3,217 @@
 Entry points (each takes the loaded bundle, the settings and the parsed JSON body):
 
 * ``derender_chat(bundle, settings, body)``: ``ChatCompletionResponse`` when ``stream`` is
-  false, ``{"chunk": ChatCompletionStreamResponse, "stream_state": str}`` when true.
-* ``derender_completion(bundle, settings, body)``: the completions analogue.
+  false, ``{"chunk": ChatCompletionStreamResponse, "stream_state": str, "stop_generation":
+  bool}`` when true.
+* ``derender_completion(bundle, settings, body)``: the completions analogue
+  (:mod:`render_service.derender_completions`).
+
+Both run the per-choice pipeline of :mod:`render_service.pipeline`; request checks, the initial
+state and the streaming step live in :mod:`render_service.derender_requests`.
+
+Streaming contract (differs from vLLM 0.33 where it is better):
+
+* ``stream_state`` is an opaque string (:mod:`render_service.stream_state`); echo it unchanged.
+  Each call costs O(new tokens): nothing is replayed. After the first call ``chat_request`` /
+  ``completion_request`` and ``prompt_token_ids`` may be omitted (they are ignored then).
+* ``stop`` strings are enforced while streaming (upstream refuses them): text that may start a
+  stop string is held back; when one completes, the chunk carries ``finish_reason: "stop"``,
+  ``stop_reason: "<string>"`` and the response ``"stop_generation": true`` — the caller should
+  abort the engine request. Later chunks of a finished stream return ``choices: []`` (usage,
+  if the engine sent it, is still passed through).
+* Tool-call ids are deterministic (:func:`render_service.pipeline.tool_call_id`).
+
+Errors (400 unless noted): validation; unknown model (404); parser configured and no
+``chat_request`` (batch, or the first streaming call); more than one choice in a stream chunk;
+empty ``token_ids`` in a batch choice; token lists longer than ``max_model_len``; invalid
+``stream_state``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .models import ModelBundle
+from . import derender_completions
+from .derender_requests import (
+    chat_lp_limit,
+    check_choice,
+    check_len,
+    initial_state,
+    open_state,
+    stream_reply,
+    stream_step,
+    usage_block,
+)
+from .errors import InvalidRequest
+from .models import ModelBundle, check_model
+from .pipeline import StepOutput, advance, pipeline_for
+from .protocol.derender import (
+    ChatRequestFields,
+    DerenderChatRequest,
+    DerenderChatStreamRequest,
+    DerenderCompletionRequest,
+    DerenderCompletionStreamRequest,
+)
 from .settings import Settings
+
+MAX_CHOICES = 16384
+PARSER_NEEDS_REQUEST = (
+    "chat_request is required when a tool or reasoning parser is configured because plain "
+    "detokenization would leak raw parser markup into content."
+)
+PARSER_NEEDS_REQUEST_STREAM = (
+    "chat_request is required on the first streaming derender call (stream_state null) when a tool "
+    "or reasoning parser is configured: it decides tools, tool_choice and reasoning handling. "
+    "Later calls may omit it."
+)
+
+
+def _is_stream(body: Any) -> bool:
+    if not isinstance(body, dict):
+        raise InvalidRequest("request body must be a JSON object")
+    return body.get("stream") is True
 
 
 def derender_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
-    raise NotImplementedError("derender_chat")
+    """Chat derender; dispatches on ``body["stream"]``."""
+    if _is_stream(body):
+        return _chat_stream(bundle, settings, DerenderChatStreamRequest.model_validate(body))
+    return _chat_batch(bundle, settings, DerenderChatRequest.model_validate(body))
 
 
 def derender_completion(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
-    raise NotImplementedError("derender_completion")
+    """Completions derender (never parses); dispatches on ``body["stream"]``."""
+    if _is_stream(body):
+        request = DerenderCompletionStreamRequest.model_validate(body)
+        return derender_completions.completion_stream(bundle, settings, request)
+    return derender_completions.completion_batch(
+        bundle, settings, DerenderCompletionRequest.model_validate(body)
+    )
+
+
+# --- chat batch ---------------------------------------------------------------------------------
+
+
+def _message(out: StepOutput, chat: ChatRequestFields | None, parsed: bool) -> dict[str, Any]:
+    content: str | None = out.content
+    if parsed:
+        forced = chat is not None and (chat.tool_choice == "required" or isinstance(chat.tool_choice, dict))
+        content = out.content or ("" if forced else None)
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": content,
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "tool_calls": [
+            {
+                "id": tc["id"],
+                "type": "function",
+                "function": {"name": tc["function"]["name"], "arguments": tc["function"]["arguments"] or ""},
+            }
+            for tc in out.tool_calls
+        ],
+        "reasoning": out.reasoning or None,
+    }
+    if not message["tool_calls"]:
+        del message["tool_calls"]
+    return message
+
+
+def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatRequest) -> dict[str, Any]:
+    name = check_model(bundle, req.model)
+    pipe = pipeline_for(bundle, settings)
+    gen, chat = req.generate_response, req.chat_request
+    if len(gen.choices) > MAX_CHOICES:
+        raise InvalidRequest(f"too many choices ({len(gen.choices)} > {MAX_CHOICES})")
+    if pipe.parser is not None and chat is None:
+        raise InvalidRequest(PARSER_NEEDS_REQUEST, param="chat_request")
+    prompt_ids = req.prompt_token_ids if req.prompt_token_ids is not None else gen.prompt_token_ids
+    check_len(bundle, settings, "prompt_token_ids", prompt_ids)
+    for choice in gen.choices:
+        check_choice(bundle, settings, choice, batch=True)
+    start = initial_state(
+        pipe,
+        settings,
+        rid=gen.request_id,
+        model=name,
+        opts=chat,
+        prompt_ids=prompt_ids,
+        lp_limit=chat_lp_limit(chat),
+    )
+    choices = []
+    for choice in gen.choices:
+        out, _ = advance(
+            pipe,
+            start,
+            choice.token_ids or (),
+            final=True,
+            finish_reason=choice.finish_reason,
+            stop_reason=choice.stop_reason,
+            choice_index=choice.index,
+            logprob_content=choice.logprobs.content if choice.logprobs else None,
+        )
+        choices.append(
+            {
+                "index": choice.index,
+                "message": _message(out, chat, pipe.parser is not None),
+                "logprobs": out.logprobs,
+                "finish_reason": out.finish_reason,
+                "stop_reason": out.stop_reason,
+                "token_ids": choice.token_ids if start.ret_ids and not start.hide else None,
+                "routed_experts": None,
+                "weight_versions": None,
+            }
+        )
+    prompt = req.prompt_tokens if req.prompt_tokens is not None else len(prompt_ids or ())
+    completion = sum(len(c.token_ids or ()) for c in gen.choices)
+    return {
+        "id": gen.request_id,
+        "object": "chat.completion",
+        "created": start.created,
+        "model": name,
+        "choices": choices,
+        "service_tier": None,
+        "system_fingerprint": None,
+        "usage": usage_block(prompt, completion),
+        "prompt_logprobs": gen.prompt_logprobs,
+        "prompt_token_ids": gen.prompt_token_ids if start.ret_ids else None,
+        "prompt_text": None,
+        "kv_transfer_params": gen.kv_transfer_params,
+        "ec_transfer_params": None,
+        "metrics": gen.metrics,
+    }
+
+
+def _chat_stream(bundle: ModelBundle, settings: Settings, req: DerenderChatStreamRequest) -> dict[str, Any]:
+    check_model(bundle, req.model)
+    pipe = pipeline_for(bundle, settings)
+    if req.stream_state is None and pipe.parser is not None and req.chat_request is None:
+        raise InvalidRequest(PARSER_NEEDS_REQUEST_STREAM, param="chat_request")
+    state = open_state(bundle, settings, pipe, req, req.chat_request, chat_lp_limit(req.chat_request))
+    out, state = stream_step(bundle, settings, pipe, state, req.generate_chunk)
+    choices = []
+    if out is not None:
+        choice = req.generate_chunk.choices[0]
+        delta: dict[str, Any] = {
+            "role": None if state.role else "assistant",
+            "content": out.content or None,
+            "reasoning": out.reasoning or None,
+        }
+        if out.tool_calls:
+            delta["tool_calls"] = out.tool_calls
+        state.role = True
+        choices.append(
+            {
+                "index": choice.index,
+                "delta": delta,
+                "logprobs": out.logprobs,
+                "finish_reason": out.finish_reason,
+                "stop_reason": out.stop_reason,
+                "token_ids": choice.token_ids if state.ret_ids and not state.hide else None,
+                "weight_versions": None,
+            }
+        )
+    extra = {"prompt_token_ids": None, "prompt_text": None}
+    return stream_reply(settings, req, state, out, "chat.completion.chunk", choices, extra)

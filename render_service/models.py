@@ -46,6 +46,8 @@ class ModelBundle:
             parser uses them as markers).
         added_vocab: added-token text -> id (``<think>``, ``<|im_end|>`` ...).
         config: config.json contents (``model_type`` etc.), empty when absent.
+        compiled_template: :attr:`chat_template` compiled once
+            (:class:`render_service.chat_template.CompiledTemplate`), ``None`` without a template.
     """
 
     names: tuple[str, ...]
@@ -59,6 +61,7 @@ class ModelBundle:
     special_token_ids: frozenset[int]
     added_vocab: dict[str, int]
     config: dict[str, Any]
+    compiled_template: Any = None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -130,11 +133,18 @@ def load_bundle(settings: Settings) -> ModelBundle:
     decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
     special_ids = special_ids | frozenset(int(i) for i, tok in decoder.items() if getattr(tok, "special", False))
 
+    chat_template = _load_chat_template(settings, tokenizer)
+    compiled = None
+    if chat_template:
+        from .chat_template import compile_template
+
+        compiled = compile_template(chat_template, dict(tokenizer.special_tokens_map))
+
     return ModelBundle(
         names=settings.model_names,
         root=root,
         tokenizer=tokenizer,
-        chat_template=_load_chat_template(settings, tokenizer),
+        chat_template=chat_template,
         generation_defaults=defaults,
         eos_token_ids=frozenset(eos),
         max_model_len=_max_model_len(settings, config, tokenizer),
@@ -142,6 +152,7 @@ def load_bundle(settings: Settings) -> ModelBundle:
         special_token_ids=special_ids,
         added_vocab=added_vocab,
         config=config,
+        compiled_template=compiled,
     )
 
 

@@ -1,7 +1,8 @@
 """Service configuration: one frozen value, built once at start-up (by the CLI or by tests).
 
 Flag names follow ``vllm launch render`` so deployments carry over; each field's docstring
-names the flag. Nothing else in the service reads command-line flags or the environment.
+names the flag. Only ``cli.py`` reads command-line flags and ``RENDER_SERVICE_*`` environment
+variables (``server.py`` hands the finished value to worker processes).
 """
 
 from __future__ import annotations
@@ -38,8 +39,42 @@ class Settings:
             that detokenize); by default they are left out and enforced by derender.
         generation_config: ``"auto"`` applies generation_config.json defaults, ``"vllm"``
             ignores them (``--generation-config``).
-        renderer_num_workers: worker processes/threads for CPU work
-            (``--renderer-num-workers``).
+        trust_request_chat_template: accept a request's own ``chat_template``
+            (``--trust-request-chat-template``); refused with 400 otherwise.
+        exclude_tools_when_tool_choice_none: hide ``tools`` from the template when
+            ``tool_choice`` is ``"none"`` (``--exclude-tools-when-tool-choice-none``).
+        chat_template_content_format: ``auto`` (detect from the template), ``string`` or
+            ``openai`` (``--chat-template-content-format``).
+        template_max_seconds: wall-clock budget for rendering one chat template
+            (``--template-max-seconds``); over budget → 400.
+        template_max_chars: size budget of one rendered prompt in characters
+            (``--template-max-chars``); over budget → 400.
+        renderer_num_workers: worker processes serving the app (``--renderer-num-workers``);
+            each runs its own event loop and thread pool, so throughput scales with cores.
+        renderer_threads: threads per worker process running render/derender work
+            (``--renderer-threads``).
+        max_queued_requests: requests allowed to wait for a thread per process; more → 503
+            (``--max-queued-requests``).
+        queue_timeout: seconds a request may wait for a thread before a 503 (``--queue-timeout``).
+        max_request_body_bytes: request body limit in bytes, Content-Length and streamed → 413
+            (``--max-request-body-bytes``).
+        max_messages, max_tools, max_n: bounds on ``messages``, ``tools`` and ``n`` → 400
+            (``--max-messages``, ``--max-tools``, ``--max-n``).
+        max_stream_state_bytes: bound on the serialized ``stream_state`` → 400
+            (``--max-stream-state-bytes``).
+        api_keys: accepted ``Authorization: Bearer`` keys on ``/v1*`` and ``/inference*``;
+            empty = no auth (``--api-key``, env ``RENDER_SERVICE_API_KEY`` / ``VLLM_API_KEY``).
+        stream_state_keys: HMAC keys for ``stream_state``; the first signs, any verifies
+            (rotation). Empty and not ``allow_unsigned_stream_state`` → a random key is generated at
+            start-up (one for all worker processes of a ``serve``) with a warning
+            (``--stream-state-key``, ``--stream-state-key-file``).
+        allow_unsigned_stream_state: accept and emit unsigned states
+            (``--allow-unsigned-stream-state``); never the default.
+        shutdown_delay: seconds ``/ready`` answers 503 after SIGTERM before the server stops
+            accepting (``--shutdown-delay``), so load balancers drain the replica first.
+        log_format: ``"json"`` (one object per line) or ``"text"`` (``--log-format``).
+        timeout_keep_alive: seconds an idle keep-alive connection is held open
+            (``--timeout-keep-alive``); keep it above the load balancer's idle timeout.
     """
 
     model: str | None = None
@@ -56,6 +91,25 @@ class Settings:
     keep_stop_strings: bool = False
     generation_config: str = "auto"
     renderer_num_workers: int = 1
+    trust_request_chat_template: bool = False
+    exclude_tools_when_tool_choice_none: bool = False
+    chat_template_content_format: str = "auto"
+    template_max_seconds: float = 5.0
+    template_max_chars: int = 8_000_000
+    renderer_threads: int = 4
+    max_queued_requests: int = 256
+    queue_timeout: float = 30.0
+    max_request_body_bytes: int = 32 * 1024 * 1024
+    max_messages: int = 4096
+    max_tools: int = 1024
+    max_n: int = 128
+    max_stream_state_bytes: int = 1024 * 1024
+    api_keys: tuple[str, ...] = ()
+    stream_state_keys: tuple[str, ...] = ()
+    allow_unsigned_stream_state: bool = False
+    shutdown_delay: float = 0.0
+    log_format: str = "json"
+    timeout_keep_alive: int = 5
 
     @property
     def model_path(self) -> str:

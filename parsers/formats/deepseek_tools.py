@@ -1,0 +1,92 @@
+"""``deepseek_v3`` and ``deepseek_v31`` tool calls (DeepSeek-V3 / R1-0528 and V3.1; vLLM 0.33
+``DeepSeekV3ToolParser`` / ``DeepSeekV31ToolParser``).
+
+Wire formats (markers are special tokens)::
+
+    v3:  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
+         ```json
+         {args}
+         ```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+    v31: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{args}<｜tool▁call▁end｜>...
+         <｜tool▁calls▁end｜>
+
+* Arguments are verbatim (no re-serialisation), streamed raw; the ```` ```json ```` fence and
+  surrounding whitespace are not part of them.
+* Content: v3 keeps the text before **and after** the block (``prefix + suffix``), v31 only
+  the text before (after the block is dropped). Text between calls is dropped.
+* A call marker outside a ``<｜tool▁calls▁begin｜>`` block is plain content (vLLM looks for
+  the block token first). A missing ``<｜tool▁call▁end｜>`` is accepted: the next call or the
+  block end closes the call (and the end of the stream does).
+* Deliberate difference: vLLM v3 batch reports a malformed block as "tools called" with an
+  empty list (xfail upstream); here a header without ``<｜tool▁sep｜>`` and fence is dropped
+  like the rest of the block's noise.
+"""
+
+from __future__ import annotations
+
+from ..rawargs import RawArgs
+from ..spec import BODY, CONTENT, DROP, HOLD, FormatSpec, Transition
+
+CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
+CALLS_END = "<｜tool▁calls▁end｜>"
+CALL_BEGIN = "<｜tool▁call▁begin｜>"
+CALL_END = "<｜tool▁call▁end｜>"
+SEP = "<｜tool▁sep｜>"
+
+
+#: A call header longer than this is noise: the call is skipped (bounded state).
+HEADER_LIMIT = 512
+
+
+def _name(header: str) -> tuple[str, None] | None:
+    name = header.strip()
+    return (name, None) if name else None
+
+
+def _route(header: str) -> str | None:
+    return "B" if _name(header) else None
+
+
+def _spec(name: str, *, v3: bool) -> FormatSpec:
+    """v3: ``type<sep>NAME\\n```json`` header, content after the block kept; v31: ``NAME<sep>``."""
+    markers = {"CALLS": CALLS_BEGIN, "CALLS_END": CALLS_END, "CALL": CALL_BEGIN, "END": CALL_END, "SEP": SEP}
+    trans = {
+        ("C", "CALLS"): Transition("S"),
+        ("S", "CALL"): Transition("H"),
+        ("S", "CALLS_END"): Transition("A"),
+        ("A", "CALLS"): Transition("S"),
+        ("B", "END"): Transition("S"),
+        ("B", "CALL"): Transition("H"),
+        ("B", "CALLS_END"): Transition("A"),
+        ("H", "END"): Transition("S", release="drop"),
+        ("H", "CALLS_END"): Transition("A", release="drop"),
+    }
+    modes = {"C": CONTENT, "S": DROP, "H": HOLD, "B": BODY, "A": CONTENT if v3 else DROP}
+    if v3:  # "function<sep>" then the name up to the fence
+        markers["FENCE"] = "```json"
+        modes["N"] = HOLD
+        trans |= {
+            ("H", "SEP"): Transition("N", release="drop"),
+            ("N", "FENCE"): Transition("S", route=True),
+            ("N", "END"): Transition("S", release="drop"),
+            ("N", "CALLS_END"): Transition("A", release="drop"),
+        }
+    else:
+        trans[("H", "SEP")] = Transition("S", route=True)
+    return FormatSpec(
+        name=name,
+        kind="tool",
+        markers=markers,
+        modes=modes,
+        transitions=trans,
+        initial_mode="C",
+        body=RawArgs(_name, trim=" \t\r\n`" if v3 else " \t\r\n"),
+        body_end_mode="S",
+        reject_mode="S",
+        route=_route,
+        hold_limit={m: (HEADER_LIMIT, Transition("S", release="drop")) for m in ("H", "N") if m in modes},
+    )
+
+
+SPEC = _spec("deepseek_v3", v3=True)
+SPEC_V31 = _spec("deepseek_v31", v3=False)

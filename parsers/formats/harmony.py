@@ -1,0 +1,114 @@
+"""``openai_gptoss`` reasoning + ``openai`` tool calls: OpenAI Harmony (gpt-oss; vLLM 0.33
+``HarmonyParser``, which drives ``openai_harmony.StreamableParser`` on token ids).
+
+Wire format (markers are special tokens, kept as text by the derender)::
+
+    <|channel|>analysis<|message|>thinking<|end|>
+    <|start|>assistant<|channel|>commentary to=functions.F <|constrain|>json<|message|>{args}<|call|>
+    <|start|>assistant<|channel|>final<|message|>answer<|return|>
+
+The prompt ends with ``<|start|>assistant``, so the output starts inside the first header.
+A message header (the text between ``<|start|>`` and ``<|message|>``) decides where its
+content goes (:func:`route`):
+
+* a function recipient ``to=functions.F`` (in the role part or after the channel) → a tool
+  call ``F`` whose arguments are the raw message text (vLLM streams the same raw text; its
+  batch re-serialises JSON: equal after ``json.loads``);
+* channel ``analysis`` → reasoning; ``final``, or ``commentary`` without recipient → content;
+* anything else (built-in tools ``python``/``browser``/``container``, no channel) → dropped.
+
+Messages of the same kind are joined with ``\\n`` (vLLM batch; its stream joins without a
+separator — we use the batch form in both modes). A truncated message keeps its kind
+(truncated analysis → reasoning, truncated final → content). A header still open at the end
+of the stream (malformed tail) is returned as content, raw with its markers (vLLM recovers it
+as final content on ``HarmonyError``); a "header" longer than :data:`HEADER_LIMIT` is
+released as content at once, with everything after it. Text between ``<|end|>`` and ``<|start|>`` is dropped
+(the Harmony parser skips such tokens). Reasoning is "ended" from the start (vLLM's
+``GptOssReasoningParser.is_reasoning_end`` is always true).
+
+One spec serves both names: with both parsers configured it runs once (reasoning phase) and
+its calls surface only when the tool phase is active (see ``Parser``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..rawargs import RawArgs
+from ..spec import BODY, CONTENT, DROP, HOLD, REASONING, FormatSpec, Transition
+
+_RECIPIENT = re.compile(r"\bto=([^\s<]+)")
+_CHANNEL = re.compile(r"<\|channel\|>\s*([^\s<]+)")
+_BUILTIN = frozenset({"python", "browser", "container"})
+
+
+def recipient(header: str) -> str | None:
+    """The ``to=`` recipient of a message header, if any."""
+    m = _RECIPIENT.search(header)
+    return m.group(1) if m else None
+
+
+def is_function(name: str | None) -> bool:
+    """vLLM's chat rule: ``functions.X``, or any bare recipient that is not ``assistant``, a
+    built-in tool (``python``, ``browser.*``, ``container.*``) or a special token."""
+    if not name or name.startswith("<|") or name == "assistant":
+        return False
+    if name.startswith("functions."):
+        return len(name) > len("functions.")
+    return name.split(".", 1)[0] not in _BUILTIN
+
+
+def route(header: str) -> str | None:
+    """Mode for the message whose header is ``header`` (see module docstring)."""
+    if is_function(recipient(header)):
+        return "T"
+    m = _CHANNEL.search(header)
+    channel = m.group(1) if m else None
+    if channel == "analysis":
+        return "R"
+    if channel == "final" or (channel == "commentary" and recipient(header) is None):
+        return "C"
+    return None
+
+
+def _call_name(header: str) -> tuple[str, None] | None:
+    name = recipient(header)
+    return (name.removeprefix("functions."), None) if name else None
+
+
+#: A header longer than this is not a header: it and the rest of the output become content
+#: (what vLLM returns at the end of such an output), keeping the state bounded.
+HEADER_LIMIT = 512
+_ENDS = ("END", "CALL", "RETURN")
+_MESSAGES = ("R", "C", "I", "T")
+
+SPEC = FormatSpec(
+    name="openai_gptoss",
+    kind="reasoning",
+    markers={
+        "START": "<|start|>",
+        "CHANNEL": "<|channel|>",
+        "CONSTRAIN": "<|constrain|>",
+        "MESSAGE": "<|message|>",
+        "END": "<|end|>",
+        "CALL": "<|call|>",
+        "RETURN": "<|return|>",
+    },
+    # H: header (held), R/C/T/I: reasoning, content, call arguments, ignored message,
+    # W: between messages, X: a malformed tail (a "header" past HEADER_LIMIT) as content.
+    modes={"H": HOLD, "R": REASONING, "C": CONTENT, "T": BODY, "I": DROP, "W": DROP, "X": CONTENT},
+    transitions={
+        ("H", "MESSAGE"): Transition("I", route=True),
+        **{(m, e): Transition("W") for m in _MESSAGES for e in _ENDS},
+        **{(m, "START"): Transition("H", keep=True) for m in (*_MESSAGES, "W")},
+    },
+    initial_mode="H",
+    finish_release={"H": CONTENT},
+    hold_limit={"H": (HEADER_LIMIT, Transition("X", release="content"))},
+    body=RawArgs(_call_name),
+    body_end_mode="W",
+    reject_mode="W",
+    route=route,
+    separators={CONTENT: "\n", REASONING: "\n"},
+    guided_json=False,
+)

@@ -1,0 +1,26 @@
+"""``llama3_json`` / ``llama4_json`` tool calls (Llama 3.1/3.2/3.3/4 JSON; vLLM 0.33
+``Llama3JsonToolParser``, one class for both names).
+
+Wire format: optional ``<|python_tag|>``, then ``{"name": "f", "arguments"|"parameters": {..}}``,
+several joined by ``; ``; Llama 4 may wrap them in ``<|python_start|>…<|python_end|>`` (BR39).
+
+Our one rule (batch == stream): a call may start at any ``{`` (vLLM batch: any ``{``
+anywhere; vLLM streaming only when the output *starts* with ``<|python_tag|>`` or ``{`` — we
+take the batch rule so prose-prefixed calls are found in both modes). Text before the first
+call is content with its trailing whitespace dropped (vLLM batch drops it all, which a stream
+cannot do without holding back every plain answer; we never retract sent text); text after a
+call (``; `` separators, trailing prose, BR38) is dropped. An object without ``name`` or
+without ``arguments``/``parameters`` is not a call and stays content; ``{`` in ordinary prose
+is given back as content as soon as it cannot be a call. The markers are dropped.
+"""
+
+from __future__ import annotations
+
+from .jsontools import json_tool_spec
+
+SPEC = json_tool_spec(
+    "llama3_json",
+    opens=("{",),
+    drops=("<|python_tag|>", "<|python_start|>", "<|python_end|>"),
+    options={"require_args": True},
+)

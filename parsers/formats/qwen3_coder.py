@@ -1,0 +1,29 @@
+"""``qwen3_coder`` / ``qwen3_xml`` / ``step3p5`` tool calls (Qwen3-Coder, Qwen3.5/3.6 XML,
+Nemotron 3, Step-3.5; vLLM 0.33 ``Qwen3EngineToolParser`` and ``Step3p5ToolParser``).
+
+Wire format::
+
+    content<tool_call>
+    <function=get_weather>
+    <parameter=city>
+    Paris
+    </parameter>
+    </function>
+    </tool_call>
+
+* Values: one leading and one trailing newline trimmed, then coerced by the tool's JSON schema
+  (integer/number/boolean/null/object/array, anyOf); untyped parameters stay strings (BR36);
+  a value that fits no schema type stays the raw string (BR35).
+* String values stream as JSON-escaped fragments; other values are sent when closed.
+* A bare ``<function=`` without ``<tool_call>`` is a call; an unclosed ``<parameter=`` is closed
+  by the next opener; a missing ``</tool_call>`` is accepted.
+* Content is stripped when tools are called; text after a call is content (BR32: vLLM's
+  batch drops it while its streaming keeps it; we keep it in both).
+* Calls to undeclared tools are kept (vLLM behaviour).
+"""
+
+from __future__ import annotations
+
+from .xml import qwen3_tags, xml_spec
+
+SPEC = xml_spec("qwen3_coder", ("<tool_call>",), qwen3_tags(), bare=("<function=",))

@@ -1,0 +1,247 @@
+"""Chat prompt: normalised messages → chat template → token ids, plus the reasoning-parser verdict.
+
+Used by ``render.render_chat`` and ``render.tokenize``. Pure functions of (bundle, settings, request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import chat_template, messages, tokenization
+from .errors import InvalidRequest
+from .models import ModelBundle
+from .protocol.chat import ChatCompletionRequest
+from .settings import Settings
+
+#: Template variables a request's ``chat_template_kwargs`` may not replace.
+RESERVED_TEMPLATE_KWARGS = frozenset(
+    {
+        "messages",
+        "tools",
+        "documents",
+        "add_generation_prompt",
+        "continue_final_message",
+        "chat_template",
+        "tokenize",
+        "conversation",
+    }
+)
+
+_PARSERS: dict[tuple[str, int, str | None, str | None], Any] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class ChatPrompt:
+    """A rendered chat prompt and what was decided on the way.
+
+    Attributes:
+        token_ids: the prompt ids.
+        token_offsets: ``[start, end)`` character spans of each id in the rendered text, when asked
+            for (``return_token_offsets``) and the text was rendered here.
+        template_kwargs: merged chat template kwargs (defaults ⊕ request, ``reasoning_effort``).
+        history_tool_call_cnt: tool calls in the conversation history.
+    """
+
+    token_ids: list[int]
+    template_kwargs: dict[str, Any]
+    history_tool_call_cnt: int
+    token_offsets: list[tuple[int, int]] | None = None
+
+
+def check_ids(bundle: ModelBundle, ids: Any, param: str) -> list[int]:
+    """``ids`` as a list after checking each is an int in ``[0, vocab_size)``.
+
+    Raises:
+        InvalidRequest: not a list, or an id outside the vocabulary (``param`` names the field).
+    """
+    if not isinstance(ids, list):
+        raise InvalidRequest("token ids must be a list of integers", param=param)
+    for tid in ids:
+        if not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < bundle.vocab_size:
+            raise InvalidRequest(
+                f"Token id {tid!r} is out of vocabulary (size {bundle.vocab_size})", param=param
+            )
+    return list(ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# chat prompt
+
+
+def template_kwargs(req: ChatCompletionRequest, settings: Settings) -> dict[str, Any]:
+    """``--default-chat-template-kwargs`` under the request's ``chat_template_kwargs`` (request wins),
+    plus ``reasoning_effort`` when set; reserved template variables are dropped."""
+    merged = {**settings.default_chat_template_kwargs, **(req.chat_template_kwargs or {})}
+    if req.reasoning_effort is not None:
+        merged["reasoning_effort"] = req.reasoning_effort
+    return {k: v for k, v in merged.items() if k not in RESERVED_TEMPLATE_KWARGS}
+
+
+def _compiled(
+    bundle: ModelBundle, settings: Settings, req: ChatCompletionRequest
+) -> chat_template.CompiledTemplate:
+    own = req.chat_template or (req.chat_template_kwargs or {}).get("chat_template")
+    if own is not None:
+        if not settings.trust_request_chat_template:
+            raise InvalidRequest(
+                "Chat template is passed with request, but --trust-request-chat-template is not set. "
+                "Refused request with untrusted chat template.",
+                param="chat_template",
+            )
+        return _compile_cached(str(own), bundle)
+    if bundle.compiled_template is None:
+        raise InvalidRequest("This model has no chat template; pass --chat-template", param="messages")
+    return bundle.compiled_template
+
+
+_REQUEST_TEMPLATES: dict[str, chat_template.CompiledTemplate] = {}
+
+
+def _compile_cached(source: str, bundle: ModelBundle) -> chat_template.CompiledTemplate:
+    ct = _REQUEST_TEMPLATES.get(source)
+    if ct is None:
+        ct = chat_template.compile_template(source, dict(bundle.tokenizer.special_tokens_map))
+        if len(_REQUEST_TEMPLATES) > 64:
+            _REQUEST_TEMPLATES.clear()
+        _REQUEST_TEMPLATES[source] = ct
+    return ct
+
+
+def render_chat_text(
+    ct: chat_template.CompiledTemplate,
+    conv: messages.Conversation,
+    *,
+    tools: list[dict[str, Any]] | None,
+    kwargs: dict[str, Any],
+    add_generation_prompt: bool,
+    continue_final_message: bool,
+    settings: Settings,
+    documents: list[dict[str, Any]] | None = None,
+) -> str:
+    """Render a normalised conversation: the transformers-5 view first, and while the template
+    fails on the data's shape (not on ``raise_exception``), the next view (see
+    :mod:`render_service.messages`).
+
+    Raises:
+        TemplateRenderError: every view fails (the first failure is reported), the template
+            refused, or a budget was exceeded.
+    """
+    options = dict(
+        tools=tools,
+        documents=documents,
+        add_generation_prompt=add_generation_prompt,
+        continue_final_message=continue_final_message,
+        kwargs=kwargs,
+        max_seconds=settings.template_max_seconds,
+        max_chars=settings.template_max_chars,
+    )
+    first: chat_template.TemplateDataError | None = None
+    for view in conv.views:
+        try:
+            return chat_template.render(ct, view, **options)
+        except chat_template.TemplateDataError as exc:
+            first = first or exc
+    assert first is not None
+    raise first
+
+
+def conversation(ct: chat_template.CompiledTemplate, settings: Settings, raw: Any) -> messages.Conversation:
+    """The request's messages normalised for template ``ct`` (content format per
+    ``--chat-template-content-format``, developer role as the template supports it)."""
+    fmt = settings.chat_template_content_format
+    return messages.normalize(raw, ct.content_format if fmt == "auto" else fmt, ct.supports_developer)
+
+
+def chat_prompt(
+    bundle: ModelBundle, settings: Settings, req: ChatCompletionRequest, tools: list[dict[str, Any]] | None
+) -> ChatPrompt:
+    """Template + tokenize the request's messages (or reuse ``kv_transfer_params.prompt_token_ids``).
+
+    Raises:
+        InvalidRequest / TemplateRenderError: see :func:`render_chat`.
+    """
+    kwargs = template_kwargs(req, settings)
+    ct = _compiled(bundle, settings, req)
+    conv = conversation(ct, settings, req.messages)
+    forwarded = (req.kv_transfer_params or {}).get("prompt_token_ids")
+    offsets = None
+    if forwarded is not None:
+        ids = check_ids(bundle, forwarded, "kv_transfer_params.prompt_token_ids")
+    else:
+        add_gen = req.add_generation_prompt and not req.continue_final_message
+        text = render_chat_text(
+            ct,
+            conv,
+            tools=tools,
+            kwargs=kwargs,
+            add_generation_prompt=add_gen,
+            continue_final_message=req.continue_final_message,
+            settings=settings,
+            documents=req.documents,
+        )
+        if (req.model_extra or {}).get("return_token_offsets") is True:
+            ids, offsets = tokenization.encode_prompt_with_offsets(bundle, text)
+        else:
+            ids = tokenization.encode_prompt(bundle, text)
+    if not ids:
+        raise InvalidRequest("No token_ids rendered", param="messages")
+    if req.truncate_prompt_tokens is not None:
+        ids = tokenization.truncate(
+            ids, req.truncate_prompt_tokens, req.truncation_side, bundle.max_model_len
+        )
+        offsets = None
+    return ChatPrompt(ids, kwargs, conv.tool_call_count, offsets)
+
+
+# ---------------------------------------------------------------------------------------------
+# parsers
+
+
+def parser_for(bundle: ModelBundle, settings: Settings) -> Any:
+    """The configured ``parsers.Parser`` (built once per model and parser names), or ``None``."""
+    if not settings.reasoning_parser and not settings.tool_call_parser:
+        return None
+    key = (bundle.root, bundle.vocab_size, settings.reasoning_parser, settings.tool_call_parser)
+    if key not in _PARSERS:
+        import parsers
+
+        _PARSERS[key] = parsers.get_parser(
+            settings.reasoning_parser, settings.tool_call_parser, vocab=bundle.tokenizer.get_vocab()
+        )
+    return _PARSERS[key]
+
+
+def tool_output_is_guided_json(bundle: ModelBundle, settings: Settings) -> bool:
+    """Whether ``required``/named tool choices are parsed as vLLM's guided JSON (so render must
+    constrain the output with the JSON schema) rather than in the tool format's native syntax."""
+    parser = parser_for(bundle, settings)
+    tool = getattr(parser, "tool", None)
+    return tool is not None and bool(getattr(tool, "guided_json", True))
+
+
+def reasoning_ended(
+    bundle: ModelBundle, settings: Settings, parse_context: dict[str, Any], token_ids: Sequence[int]
+) -> bool | None:
+    """``None`` without a reasoning parser; ``True`` when reasoning is hidden
+    (``include_reasoning=false``) or the prompt already closed it; else the parser's verdict on
+    the prompt (PARSER_API.md ``start`` + ``reasoning_ended``)."""
+    parser = parser_for(bundle, settings)
+    if parser is None or not settings.reasoning_parser:
+        return None
+    if not parse_context["include_reasoning"]:
+        return True
+    from parsers.types import ParseContext
+
+    tools = parse_context["tools"]
+    ctx = ParseContext(
+        tools=tuple(tools) if tools else None,
+        tool_choice=parse_context["tool_choice"],
+        parallel_tool_calls=parse_context["parallel_tool_calls"],
+        include_reasoning=parse_context["include_reasoning"],
+        chat_template_kwargs=parse_context["chat_template_kwargs"],
+        history_tool_call_cnt=parse_context["history_tool_call_cnt"],
+        enable_auto_tool_choice=settings.enable_auto_tool_choice,
+    )
+    return parser.reasoning_ended(parser.start(ctx, token_ids))

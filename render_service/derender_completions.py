@@ -1,0 +1,138 @@
+"""Completions derender (``/v1/completions/derender``), batch and streaming; never parses.
+
+Upstream §6.3/§6.4: batch takes one generate response per prompt and flattens their choices
+with a running ``index``; logprobs use the completions parallel-list shape with ``text_offset``
+carried across stream chunks in the state.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from . import logprobs
+from .derender_requests import (
+    check_choice,
+    check_len,
+    initial_state,
+    open_state,
+    stream_reply,
+    stream_step,
+    usage_block,
+)
+from .errors import InvalidRequest
+from .models import ModelBundle, check_model
+from .pipeline import Pipeline, StepOutput, advance, pipeline_for
+from .protocol.derender import (
+    CompletionRequestFields,
+    DerenderCompletionRequest,
+    DerenderCompletionStreamRequest,
+    GenerateChoice,
+    StreamState,
+)
+from .settings import Settings
+
+# --- completions --------------------------------------------------------------------------------
+
+
+def _plain(pipe: Pipeline) -> Pipeline:
+    return replace(pipe, parser=None)
+
+
+def _completion_lp_limit(opts: CompletionRequestFields | None) -> int | None:
+    return (
+        None if opts is None else logprobs.completion_top_limit(opts.logprobs, bool(opts.logprob_token_ids))
+    )
+
+
+def _completion_choice(
+    out: StepOutput, index: int, choice: GenerateChoice, st: StreamState
+) -> dict[str, Any]:
+    lp = None
+    if out.logprobs is not None and choice.logprobs is not None and choice.logprobs.content is not None:
+        lp, st.off = logprobs.to_completion(out.logprobs, choice.logprobs.content, st.off)
+    return {
+        "index": index,
+        "text": out.content,
+        "logprobs": lp,
+        "finish_reason": out.finish_reason,
+        "stop_reason": out.stop_reason,
+        "prompt_logprobs": None,
+        "prompt_token_ids": None,
+        "token_ids": choice.token_ids if st.ret_ids else None,
+    }
+
+
+def completion_batch(
+    bundle: ModelBundle, settings: Settings, req: DerenderCompletionRequest
+) -> dict[str, Any]:
+    name = check_model(bundle, req.model)
+    pipe = _plain(pipeline_for(bundle, settings))
+    n = len(req.generate_responses)
+    for what, given in (("prompt_tokens", req.prompt_tokens), ("prompt_token_ids", req.prompt_token_ids)):
+        if given is not None and len(given) != n:
+            raise InvalidRequest(
+                f"{what} must have one entry per generate response ({len(given)} != {n})", param=what
+            )
+    choices, prompt_total, completion_total = [], 0, 0
+    for i, gen in enumerate(req.generate_responses):
+        given = req.prompt_token_ids[i] if req.prompt_token_ids else None
+        prompt_ids = given if given is not None else gen.prompt_token_ids
+        check_len(bundle, settings, "prompt_token_ids", prompt_ids)
+        start = initial_state(
+            pipe,
+            settings,
+            rid=gen.request_id,
+            model=name,
+            opts=req.completion_request,
+            prompt_ids=prompt_ids,
+            lp_limit=_completion_lp_limit(req.completion_request),
+        )
+        for choice in gen.choices:
+            check_choice(bundle, settings, choice, batch=True)
+            out, st = advance(
+                pipe,
+                start,
+                choice.token_ids or (),
+                final=True,
+                finish_reason=choice.finish_reason,
+                stop_reason=choice.stop_reason,
+                logprob_content=choice.logprobs.content if choice.logprobs else None,
+            )
+            item = _completion_choice(out, len(choices), choice, st)
+            if st.ret_ids:
+                item["prompt_token_ids"] = gen.prompt_token_ids
+            choices.append(item)
+            completion_total += len(choice.token_ids or ())
+        prompt_total += req.prompt_tokens[i] if req.prompt_tokens else len(prompt_ids or ())
+    kv = [g.kv_transfer_params for g in req.generate_responses]
+    return {
+        "id": req.generate_responses[0].request_id,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": name,
+        "choices": choices,
+        "usage": usage_block(prompt_total, completion_total),
+        "system_fingerprint": None,
+        "kv_transfer_params": kv[0] if all(k == kv[0] for k in kv) else None,
+        "metrics": req.generate_responses[0].metrics if n == 1 else None,
+    }
+
+
+def completion_stream(
+    bundle: ModelBundle, settings: Settings, req: DerenderCompletionStreamRequest
+) -> dict[str, Any]:
+    check_model(bundle, req.model)
+    pipe = _plain(pipeline_for(bundle, settings))
+    opts = req.completion_request
+    state = open_state(bundle, settings, pipe, req, opts, _completion_lp_limit(opts))
+    out, state = stream_step(bundle, settings, pipe, state, req.generate_chunk)
+    choices = []
+    if out is not None:
+        choice = req.generate_chunk.choices[0]
+        item = _completion_choice(out, choice.index, choice, state)
+        del item["prompt_logprobs"]
+        item["weight_versions"] = None
+        choices.append(item)
+    return stream_reply(settings, req, state, out, "text_completion", choices, {})

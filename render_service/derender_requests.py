@@ -1,0 +1,230 @@
+"""Derender request handling shared by chat and completions: bound checks, the parser's
+``ParseContext``, the initial stream state, and the one-choice streaming step.
+
+Source of the checks: upstream §6.1/§6.2 error list (token lists longer than
+``max_model_len``, ``top_logprobs`` longer than ``max_logprobs``, empty batch ``token_ids``,
+more than one choice per stream chunk).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from . import detokenize, logprobs, stop_strings
+from .errors import InvalidRequest
+from .models import ModelBundle, check_model
+from .pipeline import Pipeline, StepOutput, advance
+from .protocol.derender import (
+    ChatRequestFields,
+    GenerateChoice,
+    GenerateTokensStreamResponse,
+    OutputOptions,
+    StreamState,
+    Usage,
+)
+from .settings import Settings
+from .stream_state import decode_state, encode_state
+
+# --- request facts → initial state ---------------------------------------------------------
+
+
+def check_len(bundle: ModelBundle, settings: Settings, what: str, items: Sequence[Any] | None) -> None:
+    if items is not None and len(items) > bundle.max_model_len:
+        raise InvalidRequest(
+            f"{what} has {len(items)} entries, more than max_model_len={bundle.max_model_len}"
+        )
+
+
+def check_choice(bundle: ModelBundle, settings: Settings, choice: GenerateChoice, batch: bool) -> None:
+    if batch and not choice.token_ids:
+        raise InvalidRequest(f"choice {choice.index} has empty or null token_ids")
+    check_len(bundle, settings, f"choice {choice.index} token_ids", choice.token_ids)
+    content = choice.logprobs.content if choice.logprobs else None
+    check_len(bundle, settings, f"choice {choice.index} logprobs.content", content)
+    for entry in content or ():
+        if len(entry.top_logprobs) > settings.max_logprobs + 1:
+            raise InvalidRequest(f"top_logprobs has more than max_logprobs={settings.max_logprobs} entries")
+
+
+def parse_context(chat: ChatRequestFields, settings: Settings) -> Any:
+    """The parser library's ``ParseContext`` for a chat request (server template kwargs under
+    the request's; ``tool_choice`` defaults to ``auto`` with tools, else ``none``)."""
+    from parsers.types import ParseContext
+
+    kwargs = {**settings.default_chat_template_kwargs, **(chat.chat_template_kwargs or {})}
+    if chat.reasoning_effort is not None:
+        kwargs.setdefault("reasoning_effort", chat.reasoning_effort)
+    history = sum(
+        len(m.get("tool_calls") or ())
+        for m in chat.messages
+        if isinstance(m, dict) and m.get("role") == "assistant"
+    )
+    return ParseContext(
+        tools=tuple(chat.tools) if chat.tools else None,
+        tool_choice=chat.tool_choice or ("auto" if chat.tools else "none"),
+        parallel_tool_calls=chat.parallel_tool_calls is not False,
+        include_reasoning=chat.include_reasoning,
+        chat_template_kwargs=kwargs,
+        history_tool_call_cnt=history,
+        enable_auto_tool_choice=settings.enable_auto_tool_choice,
+    )
+
+
+def initial_state(
+    pipe: Pipeline,
+    settings: Settings,
+    *,
+    rid: str,
+    model: str,
+    opts: OutputOptions | None,
+    prompt_ids: Sequence[int] | None,
+    lp_limit: int | None,
+    prompt_tokens: int | None = None,
+) -> StreamState:
+    """The state before any output: request facts, seeded detokenizer, parser start state."""
+    o = opts or OutputOptions()
+    chat = opts if isinstance(opts, ChatRequestFields) else None
+    parser = pipe.parser if chat is not None else None
+    st = StreamState(
+        cfg=pipe.cfg,
+        rid=rid,
+        model=model,
+        created=int(time.time()),
+        stops=list(stop_strings.normalize(o.stop)),
+        incl=o.include_stop_str_in_output,
+        min_tok=o.min_tokens,
+        stop_ids=list(o.stop_token_ids or ()),
+        ignore_eos=o.ignore_eos,
+        skip=o.skip_special_tokens,
+        lp_k=-1 if lp_limit is None else lp_limit,
+        hide=parser is not None and not chat.include_reasoning,  # type: ignore[union-attr]
+        ret_ids=bool(o.return_token_ids),
+        ptoks=prompt_tokens,
+        named=chat is not None and isinstance(chat.tool_choice, dict),
+    )
+    drop = detokenize.drop_set(pipe.special_ids, parser.marker_token_ids if parser else None, st.skip)
+    seed = detokenize.seed(pipe.detok, prompt_ids, drop)
+    st.win, st.pre, st.rd = list(seed.window), seed.prefix, seed.read
+    if parser is not None:
+        st.parser = parser.start(parse_context(chat, settings), prompt_ids)  # type: ignore[arg-type]
+    return st
+
+
+def chat_lp_limit(chat: ChatRequestFields | None) -> int | None:
+    if chat is None:
+        return None
+    return logprobs.chat_top_limit(chat.logprobs, chat.top_logprobs, bool(chat.logprob_token_ids))
+
+
+def usage_block(prompt: int, completion: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+        "prompt_tokens_details": None,
+        "completion_tokens_details": None,
+    }
+
+
+# --- streaming (chat and completions share the step) ----------------------------------------
+
+
+def stream_step(
+    bundle: ModelBundle,
+    settings: Settings,
+    pipe: Pipeline,
+    state: StreamState,
+    gen: GenerateTokensStreamResponse,
+) -> tuple[StepOutput | None, StreamState]:
+    """Advance the one choice of a generate chunk; ``None`` output for usage-only or finished."""
+    if len(gen.choices) > 1:
+        raise InvalidRequest(
+            f"derender stream expects at most one choice per chunk (got {len(gen.choices)})."
+        )
+    if not gen.choices or state.done:
+        return None, state
+    choice = gen.choices[0]
+    check_choice(bundle, settings, choice, batch=False)
+    return advance(
+        pipe,
+        state,
+        choice.token_ids or (),
+        final=choice.finish_reason is not None,
+        finish_reason=choice.finish_reason,
+        stop_reason=choice.stop_reason,
+        choice_index=choice.index,
+        logprob_content=choice.logprobs.content if choice.logprobs else None,
+    )
+
+
+def stream_usage(req_prompt: int | None, state: StreamState, usage: Usage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    prompt = (
+        req_prompt
+        if req_prompt is not None
+        else state.ptoks
+        if state.ptoks is not None
+        else usage.prompt_tokens
+    )
+    return usage_block(prompt, usage.completion_tokens or 0)
+
+
+def open_state(
+    bundle: ModelBundle,
+    settings: Settings,
+    pipe: Pipeline,
+    req: Any,
+    opts: OutputOptions | None,
+    lp: int | None,
+) -> StreamState:
+    if req.stream_state is not None:
+        return decode_state(req.stream_state, pipe.fingerprint, settings.stream_state_keys)
+    name = check_model(bundle, req.model)
+    prompt_ids = (
+        req.prompt_token_ids if req.prompt_token_ids is not None else req.generate_chunk.prompt_token_ids
+    )
+    check_len(bundle, settings, "prompt_token_ids", prompt_ids)
+    return initial_state(
+        pipe,
+        settings,
+        rid=req.generate_chunk.request_id,
+        model=name,
+        opts=opts,
+        prompt_ids=prompt_ids,
+        lp_limit=lp,
+        prompt_tokens=req.prompt_tokens,
+    )
+
+
+def stream_reply(
+    settings: Settings,
+    req: Any,
+    state: StreamState,
+    out: StepOutput | None,
+    object_name: str,
+    choices: list[dict[str, Any]],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """The streaming response ``{"chunk", "stream_state", "stop_generation"}``; ``extra`` holds
+    endpoint-specific top-level chunk keys."""
+    gen = req.generate_chunk
+    chunk = {
+        "id": state.rid,
+        "object": object_name,
+        "created": state.created,
+        "model": state.model,
+        "choices": choices,
+        "usage": stream_usage(req.prompt_tokens, state, gen.usage),
+        "system_fingerprint": None,
+        **extra,
+        "metrics": gen.metrics,
+        "kv_transfer_params": gen.kv_transfer_params,
+    }
+    return {
+        "chunk": chunk,
+        "stream_state": encode_state(state, settings.stream_state_keys),
+        "stop_generation": bool(out and out.stop_generation),
+    }

@@ -1,0 +1,212 @@
+"""Incremental detokenization: a pure ``step``/``flush`` pair over a tiny carried state.
+
+Two strategies, chosen once per tokenizer by :func:`detokenizer_for`:
+
+* **Byte table** (every byte-level BPE tokenizer: GPT-2 style ``ByteLevel`` decoder). Each id is
+  mapped once to its bytes (vocab token string → bytes through the GPT-2 byte decoder; added
+  tokens → their content as UTF-8). A step appends the new ids' bytes to the carried incomplete
+  UTF-8 tail (at most 3 bytes) and decodes with an incremental UTF-8 decoder using
+  ``errors="replace"`` semantics, so U+FFFD appears exactly where a whole decode puts one and
+  an invalid byte is released at once (nothing stalls; bug case BR02). Cost O(new ids).
+* **Window** (any other tokenizer, e.g. SentencePiece/Metaspace). The vLLM-style prefix/read
+  offset scheme over a short window of ids: decode ``window[prefix:]``, emit what extends
+  ``decode(window[prefix:read])``; hold while the text ends in U+FFFD, but at most
+  :data:`MAX_HELD_IDS` ids, so genuinely invalid output is released (BR02).
+
+Special tokens are dropped by filtering ids before decoding (``drop`` set), which equals
+``tokenizer.decode(ids, skip_special_tokens=True)`` when ``drop`` is the tokenizer's special
+set. Source of the behaviour: Hugging Face ``tokenizers`` ``ByteLevel`` decoder (lossy UTF-8
+over the joined bytes) and vLLM ``detokenize_incrementally`` (window scheme).
+"""
+
+from __future__ import annotations
+
+import codecs
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+#: Ids the window strategy holds back at most while the text ends in U+FFFD.
+MAX_HELD_IDS = 4
+#: Ids of prompt context the window strategy seeds with (leading-space rules of Metaspace).
+SEED_IDS = 5
+_REPLACEMENT = "\ufffd"
+
+
+def gpt2_byte_decoder() -> dict[str, int]:
+    """The GPT-2 printable-character → byte map used by byte-level BPE vocabularies."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    chars: dict[str, int] = {chr(b): b for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+@dataclass(frozen=True, slots=True)
+class DetokState:
+    """Carried between steps. ``pending``: trailing incomplete UTF-8 bytes (byte table, ≤ 3).
+    ``window``/``prefix``/``read``: the window strategy's ids and offsets (≤ a few ids)."""
+
+    pending: bytes = b""
+    window: tuple[int, ...] = ()
+    prefix: int = 0
+    read: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Detokenizer:
+    """Per-tokenizer decode facts, built once per bundle by :func:`detokenizer_for`.
+
+    Attributes:
+        tokenizer: the Hugging Face tokenizer (used by the window strategy and logprobs).
+        token_bytes: id → bytes for byte-level tokenizers, ``None`` for the window strategy.
+    """
+
+    tokenizer: Any
+    token_bytes: tuple[bytes, ...] | None
+
+    def bytes_of(self, token_id: int) -> bytes:
+        """The raw bytes of one id (byte table), or its UTF-8 decode (window strategy)."""
+        table = self.token_bytes
+        if table is not None:
+            return table[token_id] if 0 <= token_id < len(table) else b""
+        return self.tokenizer.decode([token_id], skip_special_tokens=False).encode("utf-8")
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Whole decode of ``ids`` (special tokens kept; filter ids to drop them)."""
+        if self.token_bytes is not None:
+            return b"".join(self.bytes_of(i) for i in ids).decode("utf-8", errors="replace")
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
+
+
+def _byte_table(tokenizer: Any) -> tuple[bytes, ...] | None:
+    """id → bytes for a byte-level BPE tokenizer, or ``None`` when it is not one."""
+    import tokenizers
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not isinstance(backend.decoder, tokenizers.decoders.ByteLevel):
+        return None
+    byte_of = gpt2_byte_decoder()
+    size = max(len(tokenizer), backend.get_vocab_size(with_added_tokens=True))
+    table: list[bytes] = [b""] * size
+    for text, token_id in backend.get_vocab(with_added_tokens=False).items():
+        try:
+            table[token_id] = bytes(byte_of[c] for c in text)
+        except KeyError:
+            return None
+    for token_id, added in tokenizer.added_tokens_decoder.items():
+        table[token_id] = added.content.encode("utf-8")
+    return tuple(table)
+
+
+def _table_agrees(tokenizer: Any, table: tuple[bytes, ...]) -> bool:
+    """Self-check: the table decodes a fixed random id sample exactly as the tokenizer does."""
+    rng = random.Random(0)
+    ids = [rng.randrange(len(table)) for _ in range(400)]
+    ids += list(tokenizer.added_tokens_decoder)[:50]
+    got = b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
+    return got == tokenizer.decode(ids, skip_special_tokens=False)
+
+
+_CACHE: dict[int, tuple[Any, Detokenizer]] = {}
+
+
+def detokenizer_for(tokenizer: Any, *, force_window: bool = False) -> Detokenizer:
+    """The cached :class:`Detokenizer` of a tokenizer (byte table when it is byte-level BPE and
+    passes a self-check, else the window strategy; ``force_window`` for tests)."""
+    key = id(tokenizer) * 2 + int(force_window)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is tokenizer:
+        return hit[1]
+    table = None if force_window else _byte_table(tokenizer)
+    if table is not None and not _table_agrees(tokenizer, table):
+        table = None
+    detok = Detokenizer(tokenizer=tokenizer, token_bytes=table)
+    _CACHE[key] = (tokenizer, detok)
+    return detok
+
+
+def _utf8_step(pending: bytes, data: bytes, final: bool) -> tuple[str, bytes]:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(pending + data, final=final)
+    return text, decoder.getstate()[0]
+
+
+def seed(detok: Detokenizer, prompt_ids: Sequence[int] | None, drop: frozenset[int]) -> DetokState:
+    """Initial state. The byte table needs no context (output bytes never merge with the prompt's;
+    BR05); the window strategy is seeded with the last prompt ids for leading-space rules."""
+    if detok.token_bytes is not None or not prompt_ids:
+        return DetokState()
+    window = tuple(i for i in prompt_ids[-SEED_IDS * 2 :] if i not in drop)[-SEED_IDS:]
+    return DetokState(window=window, prefix=0, read=len(window))
+
+
+def step(
+    detok: Detokenizer, state: DetokState, ids: Iterable[int], drop: frozenset[int]
+) -> tuple[str, DetokState]:
+    """Decode new ids. Returns the new text (possibly empty) and the next state.
+
+    Cost O(len(ids)) for the byte table; O(len(ids) · window) for the window strategy.
+    """
+    kept = [i for i in ids if i not in drop]
+    if detok.token_bytes is not None:
+        if not kept:
+            return "", state
+        text, pending = _utf8_step(state.pending, b"".join(detok.bytes_of(i) for i in kept), False)
+        return text, replace(state, pending=pending)
+    out: list[str] = []
+    for token_id in kept:
+        text, state = _window_step(detok, state, token_id)
+        out.append(text)
+    return "".join(out), state
+
+
+def _window_step(detok: Detokenizer, state: DetokState, token_id: int) -> tuple[str, DetokState]:
+    window = (*state.window, token_id)
+    prefix_text = detok.decode(window[state.prefix : state.read])
+    full = detok.decode(window[state.prefix :])
+    ready = len(full) > len(prefix_text) and not full.endswith(_REPLACEMENT)
+    if not ready and len(window) - state.read < MAX_HELD_IDS:
+        return "", replace(state, window=window)
+    start = state.read
+    return _suffix(prefix_text, full), DetokState(window=window[start:], prefix=0, read=len(window) - start)
+
+
+def _suffix(prefix_text: str, full: str) -> str:
+    """The part of ``full`` beyond ``prefix_text`` (beyond their common prefix when a merge
+    rewrote the tail; never slices inside a character: BR04)."""
+    if full.startswith(prefix_text):
+        return full[len(prefix_text) :]
+    common = 0
+    for a, b in zip(prefix_text, full, strict=False):
+        if a != b:
+            break
+        common += 1
+    return full[common:]
+
+
+def flush(detok: Detokenizer, state: DetokState) -> tuple[str, DetokState]:
+    """End of output: release held bytes/ids (incomplete UTF-8 becomes U+FFFD, as a whole
+    decode would)."""
+    if detok.token_bytes is not None:
+        text, _ = _utf8_step(state.pending, b"", True)
+        return text, DetokState()
+    if state.read >= len(state.window):
+        return "", DetokState()
+    prefix_text = detok.decode(state.window[state.prefix : state.read])
+    return _suffix(prefix_text, detok.decode(state.window[state.prefix :])), DetokState()
+
+
+def drop_set(
+    special_ids: frozenset[int], marker_ids: frozenset[int] | None, skip_special_tokens: bool
+) -> frozenset[int]:
+    """Ids left out of the text: with a parser (``marker_ids`` given) every special token the
+    parser does not use as a marker; without one, all special tokens when
+    ``skip_special_tokens`` (the request's value, default true), else none."""
+    if marker_ids is not None:
+        return special_ids - marker_ids
+    return special_ids if skip_special_tokens else frozenset()

@@ -1,0 +1,251 @@
+"""OpenAI chat messages and tools → the plain values chat templates read.
+
+Follows vLLM 0.33's chat-message parsing (``--chat-template-content-format auto``) plus fixes for
+faults real clients hit:
+
+* ``content``: a string, or a list of text parts. For ``"string"``-format templates the text parts
+  are joined with ``"\\n"``; for ``"openai"``-format templates strings and parts become ``[{"type": "text",
+  "text": ...}]`` parts, except on ``tool`` messages, which always get a string (vLLM #39614 /
+  BR55). Non-text parts (images, audio, files) are refused: this tier renders text only.
+* ``content: null`` is ``""`` except on an assistant message with tool calls.
+* ``tool_calls: []`` is dropped (vLLM #12937 / BR56); each call's ``function.arguments`` JSON
+  string is parsed to a mapping (as vLLM: templates expect a mapping); invalid JSON → 400.
+* Roles: ``system``, ``developer``, ``user``, ``assistant``, ``tool``, ``function``; anything
+  else → 400 (vLLM #53071 / BR62).
+* ``developer`` messages become ``system`` messages when the template does not know the role, and
+  system messages are then merged into one first message (``"\n\n"``-joined), as vLLM 0.33.
+* Prior reasoning under ``reasoning`` / ``reasoning_content`` / ``thinking`` is given to the
+  template under all three names (transformers' aliasing; BR52).
+
+Three template views are produced, tried in order (:attr:`Conversation.views`): the *primary*
+one is exactly what transformers 5 ``apply_chat_template`` feeds the template (``None``-valued
+keys dropped); the *compat* one keeps ``content: None`` beside tool calls and the original
+``arguments`` strings, for templates that only work on that shape (DeepSeek-R1-Distill tests
+``content is none`` and concatenates ``arguments`` as text); the *blank* one gives ``content: ""``
+beside tool calls (templates that do ``'x' in message.content``, e.g. the Qwen3 release template).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidRequest
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """Normalised messages.
+
+    Attributes:
+        primary: messages as transformers 5 gives them to the template.
+        compat: the same with ``content: None`` kept and ``arguments`` as the client's strings.
+        blank: the primary view with ``content: ""`` where the client sent ``null``.
+        tool_call_count: number of tool calls in the history (``history_tool_call_cnt``).
+    """
+
+    primary: list[dict[str, Any]]
+    compat: list[dict[str, Any]]
+    blank: list[dict[str, Any]]
+    tool_call_count: int
+
+    @property
+    def views(self) -> list[list[dict[str, Any]]]:
+        """The distinct views, primary first."""
+        out = [self.primary]
+        for view in (self.compat, self.blank):
+            if all(view != seen for seen in out):
+                out.append(view)
+        return out
+
+
+def _part_text(part: Any, where: str) -> str:
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        raise InvalidRequest("content parts must be objects", param=where)
+    kind = part.get("type", "text")
+    if kind in TEXT_PART_TYPES and isinstance(part.get("text"), str):
+        return part["text"]
+    if kind == "refusal" and isinstance(part.get("refusal"), str):
+        return part["refusal"]
+    raise InvalidRequest(
+        f"content part type {kind!r} is not supported: this render service accepts text content only",
+        param=f"{where}.type",
+    )
+
+
+def _content(message: dict[str, Any], role: str, fmt: str, where: str) -> Any:
+    content = message.get("content")
+    if content is None:
+        return None if role == "assistant" and message.get("tool_calls") else ""
+    if isinstance(content, str):
+        texts = [content]
+    elif isinstance(content, list):
+        texts = [_part_text(part, f"{where}.{j}") for j, part in enumerate(content)]
+    else:
+        raise InvalidRequest("content must be a string, a list of content parts or null", param=where)
+    if fmt == "openai" and role != "tool":
+        return [{"type": "text", "text": t} for t in texts]
+    return "\n".join(texts)
+
+
+def _parse_arguments(raw: Any, where: str) -> Any:
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, (dict, list)):
+        return raw
+    if not isinstance(raw, str):
+        raise InvalidRequest("tool call arguments must be a JSON string", param=where)
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise InvalidRequest(f"tool call arguments are not valid JSON: {exc}", param=where) from None
+
+
+def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if not isinstance(calls, list):
+        raise InvalidRequest("tool_calls must be a list", param=where)
+    parsed, raw = [], []
+    for j, call in enumerate(calls):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise InvalidRequest("each tool call needs function.name", param=f"{where}.{j}.function")
+        args = _parse_arguments(fn.get("arguments"), f"{where}.{j}.function.arguments")
+        text = (
+            fn.get("arguments")
+            if isinstance(fn.get("arguments"), str)
+            else json.dumps(args, ensure_ascii=False)
+        )
+        parsed.append({**call, "function": {**fn, "arguments": args}})
+        raw.append({**call, "function": {**fn, "arguments": text}})
+    return parsed, raw
+
+
+def _alias_reasoning(message: dict[str, Any]) -> dict[str, Any]:
+    reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
+    if reasoning is None:
+        return message
+    return {
+        "thinking": reasoning,
+        **message,
+        "reasoning_content": reasoning,
+        "reasoning": message.get("reasoning", reasoning),
+    }
+
+
+def _system_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and "text" in p)
+    return content or ""
+
+
+def developer_as_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rename ``developer`` to ``system`` (dropping a developer ``tools`` key); when a system
+    message is then not first, or there are several, merge them into one first message."""
+    if not any(m.get("role") == "developer" for m in messages):
+        return messages
+    out = [
+        {**{k: v for k, v in m.items() if k != "tools"}, "role": "system"}
+        if m.get("role") == "developer"
+        else m
+        for m in messages
+    ]
+    positions = [i for i, m in enumerate(out) if m["role"] == "system"]
+    if positions in ([], [0]):
+        return out
+    texts = [t for t in (_system_text(out[i].get("content")) for i in positions) if t]
+    return [{"role": "system", "content": "\n\n".join(texts)}, *(m for m in out if m["role"] != "system")]
+
+
+def normalize(messages: Any, content_format: str = "string", developer_role: bool = True) -> Conversation:
+    """Validate and normalise an OpenAI ``messages`` list (see module docstring);
+    ``developer_role=False`` applies :func:`developer_as_system`.
+
+    Raises:
+        InvalidRequest: not a non-empty list of objects, unknown role, unsupported content part,
+            malformed tool call or invalid arguments JSON (``param`` names the field).
+    """
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("messages must be a non-empty list", param="messages")
+    primary, compat, blank, count = [], [], [], 0
+    for i, message in enumerate(messages):
+        where = f"messages.{i}"
+        if not isinstance(message, dict):
+            raise InvalidRequest("each message must be an object", param=where)
+        role = message.get("role")
+        if not isinstance(role, str) or role not in ROLES:
+            raise InvalidRequest(
+                f"Unknown role {role!r}: a message's role must be one of {', '.join(sorted(ROLES))}",
+                param=f"{where}.role",
+            )
+        out = dict(message)
+        out["content"] = _content(message, role, content_format, f"{where}.content")
+        raw_calls = None
+        if "tool_calls" in out:
+            if not out["tool_calls"]:
+                del out["tool_calls"]
+            else:
+                out["tool_calls"], raw_calls = _tool_calls(out["tool_calls"], f"{where}.tool_calls")
+                count += len(raw_calls)
+        clean = {k: v for k, v in out.items() if v is not None}
+        primary.append(_alias_reasoning(clean))
+        blank.append(_alias_reasoning({**clean, "content": "" if out["content"] is None else out["content"]}))
+        kept = {k: v for k, v in out.items() if v is not None or k == "content"}
+        if raw_calls is not None:
+            kept["tool_calls"] = raw_calls
+        compat.append(_alias_reasoning(kept))
+    if not developer_role:
+        primary, compat, blank = (developer_as_system(v) for v in (primary, compat, blank))
+    return Conversation(primary, compat, blank, count)
+
+
+def validate_tools(tools: Any) -> list[dict[str, Any]] | None:
+    """Validate ``tools`` and return them in vLLM's shape (``ChatCompletionToolsParam.model_dump()``):
+    ``{"type": "function", "function": {"name", "description", "parameters"[, "strict"]}}`` with
+    ``description``/``parameters`` ``None`` when absent and unknown keys dropped. Templates, and
+    ``parse_context.tools``, see this shape (as upstream; checked against ``vllm launch render``).
+
+    Raises:
+        InvalidRequest: not a list, empty list (upstream message) or a malformed entry.
+    """
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise InvalidRequest("tools must be a list", param="tools")
+    if not tools:
+        raise InvalidRequest(
+            "`tools` must not be an empty array. "
+            "Either provide at least one tool or omit the field entirely.",
+            param="tools",
+        )
+    return [_tool(tool, f"tools.{i}") for i, tool in enumerate(tools)]
+
+
+def _tool(tool: Any, where: str) -> dict[str, Any]:
+    fn = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise InvalidRequest("each tool needs a function with a name", param=f"{where}.function")
+    if tool.get("type", "function") != "function":
+        raise InvalidRequest("only tools of type 'function' are supported", param=f"{where}.type")
+    description, parameters, strict = fn.get("description"), fn.get("parameters"), fn.get("strict")
+    if description is not None and not isinstance(description, str):
+        raise InvalidRequest("function.description must be a string", param=f"{where}.function.description")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise InvalidRequest("function.parameters must be an object", param=f"{where}.function.parameters")
+    if strict is not None and not isinstance(strict, bool):
+        raise InvalidRequest("function.strict must be a boolean", param=f"{where}.function.strict")
+    out: dict[str, Any] = {"name": fn["name"], "description": description, "parameters": parameters}
+    if strict is not None:
+        out["strict"] = strict
+    return {"type": "function", "function": out}
+
+
+def tool_names(tools: list[dict[str, Any]] | None) -> list[str]:
+    """Names of the request's function tools."""
+    return [t["function"]["name"] for t in tools or ()]

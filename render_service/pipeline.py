@@ -1,0 +1,239 @@
+"""The one per-choice output pipeline shared by batch and streaming derender.
+
+    ids ─ drop stop token ─ detokenize ─ stop strings (after min_tokens) ─ parser ─ deltas
+
+:func:`advance` is a pure step over :class:`~render_service.protocol.derender.StreamState`:
+it takes the *new* ids of one choice and returns that step's output and the next state. Batch
+derender is one ``advance`` with every id and ``final=True``; streaming is one per chunk, so
+the two agree by construction (no replay; cost O(new ids)).
+
+Behaviour sources: upstream §7.3 (stop-token drop, stop strings, ``min_tokens``), §7.5/§7.6
+(finish_reason, tool-call ids), ``/work/PARSER_API.md`` (parser calls).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from . import detokenize, logprobs, stop_strings
+from .detokenize import Detokenizer, DetokState
+from .models import ModelBundle
+from .protocol.derender import StreamState
+from .settings import Settings
+from .stream_state import FINGERPRINT_CHARS, config_fingerprint
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """Per-bundle, per-settings facts, built once (:func:`pipeline_for`)."""
+
+    detok: Detokenizer
+    parser: Any
+    special_ids: frozenset[int]
+    eos_id: int | None
+    model_eos_ids: frozenset[int]
+    fingerprint: str
+
+    @property
+    def cfg(self) -> str:
+        """The fingerprint prefix carried in states."""
+        return self.fingerprint[:FINGERPRINT_CHARS]
+
+
+@dataclass(slots=True)
+class StepOutput:
+    """What one step produced for one choice. ``tool_calls`` are OpenAI delta tool calls."""
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+    stop_generation: bool = False
+    logprobs: dict[str, Any] | None = None
+
+
+_PIPELINES: dict[tuple[int, int], tuple[ModelBundle, Settings, Pipeline]] = {}
+
+
+def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
+    """The cached pipeline of a bundle under given settings (parser built once)."""
+    key = (id(bundle), id(settings))
+    hit = _PIPELINES.get(key)
+    if hit is not None and hit[0] is bundle and hit[1] is settings:
+        return hit[2]
+    parser = None
+    if settings.reasoning_parser or settings.tool_call_parser:
+        import parsers
+
+        parser = parsers.get_parser(
+            settings.reasoning_parser, settings.tool_call_parser, vocab=bundle.tokenizer.get_vocab()
+        )
+    tok = bundle.tokenizer
+    pipe = Pipeline(
+        detok=detokenize.detokenizer_for(tok),
+        parser=parser,
+        special_ids=bundle.special_token_ids,
+        eos_id=tok.eos_token_id,
+        model_eos_ids=bundle.eos_token_ids,
+        fingerprint=config_fingerprint(bundle, settings),
+    )
+    _PIPELINES[key] = (bundle, settings, pipe)
+    return pipe
+
+
+def tool_call_id(request_id: str, choice_index: int, call_index: int) -> str:
+    """Deterministic ``chatcmpl-tool-<16 hex>``: a retried chunk gets the same id on any replica
+    (upstream ids are random per call: vLLM #57571)."""
+    digest = hashlib.sha256(f"{request_id}\x00{choice_index}\x00{call_index}".encode()).hexdigest()
+    return f"chatcmpl-tool-{digest[:16]}"
+
+
+def drop_stop_token(
+    pipe: Pipeline,
+    st: StreamState,
+    ids: Sequence[int],
+    finish_reason: str | None,
+    stop_reason: int | str | None,
+) -> tuple[Sequence[int], int | str | None]:
+    """Leave the token that stopped generation out of the text (never out of ``token_ids``,
+    usage or logprobs), as upstream ``_drop_stop_token`` (§7.3). Returns the ids to decode and
+    the ``stop_reason`` (set to the id when a request stop id or model EOS stopped it)."""
+    if finish_reason != "stop" or isinstance(stop_reason, str) or not ids:
+        return ids, stop_reason
+    last = ids[-1]
+    if stop_reason is None:
+        honor_eos = not st.ignore_eos
+        if honor_eos and last == pipe.eos_id:
+            stopped = True
+        elif last in st.stop_ids or (honor_eos and last in pipe.model_eos_ids):
+            stopped, stop_reason = True, last
+        else:
+            stopped = False
+    else:
+        stopped = last == stop_reason
+    if not stopped or st.incl:
+        return ids, stop_reason
+    return ids[:-1], stop_reason
+
+
+def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) -> tuple[str, str]:
+    """Detokenize; returns (text exempt from stop strings (first ``min_tokens``), text to check)."""
+    drop = detokenize.drop_set(
+        pipe.special_ids, pipe.parser.marker_token_ids if pipe.parser else None, st.skip
+    )
+    state = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
+    n_head = max(0, min(len(ids), st.min_tok - st.ntok))
+    head, state = detokenize.step(pipe.detok, state, ids[:n_head], drop)
+    tail, state = detokenize.step(pipe.detok, state, ids[n_head:], drop)
+    st.ntok = min(st.min_tok, st.ntok + len(ids))
+    if final:
+        rest, state = detokenize.flush(pipe.detok, state)
+        if st.ntok < st.min_tok:
+            head += rest
+        else:
+            tail += rest
+    st.pend, st.win, st.pre, st.rd = list(state.pending), list(state.window), state.prefix, state.read
+    return head, tail
+
+
+def _parse(
+    pipe: Pipeline,
+    st: StreamState,
+    out: StepOutput,
+    text: str,
+    ids: Sequence[int],
+    end: bool,
+    choice_index: int,
+) -> None:
+    if pipe.parser is None:
+        out.content = text
+        return
+    deltas: list[Any] = []
+    if text or ids:
+        st.parser, deltas = pipe.parser.feed(st.parser, text, ids)
+    if end:
+        st.parser, more = pipe.parser.finish(st.parser)
+        deltas = [*deltas, *more]
+    out.content = "".join(d.content for d in deltas if d.content)
+    out.reasoning = "".join(d.reasoning for d in deltas if d.reasoning)
+    out.tool_calls = _tool_calls(st, [tc for d in deltas for tc in d.tool_calls], choice_index)
+
+
+def _tool_calls(st: StreamState, pieces: Sequence[Any], choice_index: int) -> list[dict[str, Any]]:
+    """Merge one step's tool-call pieces per index (first-seen order) and assign ids."""
+    merged: dict[int, dict[str, Any]] = {}
+    for tc in pieces:
+        call = merged.get(tc.index)
+        if call is None:
+            call = {
+                "id": None,
+                "type": None,
+                "index": tc.index,
+                "function": {"name": None, "arguments": None},
+            }
+            merged[tc.index] = call
+        if tc.name is not None:
+            call["id"] = tc.id or tool_call_id(st.rid, choice_index, tc.index)
+            call["type"] = "function"
+            call["function"]["name"] = tc.name
+            st.calls += 1
+        if tc.arguments:
+            fn = call["function"]
+            fn["arguments"] = (fn["arguments"] or "") + tc.arguments
+    if merged:
+        st.tools = True
+    return list(merged.values())
+
+
+def advance(
+    pipe: Pipeline,
+    state: StreamState,
+    ids: Sequence[int],
+    *,
+    final: bool,
+    finish_reason: str | None = None,
+    stop_reason: int | str | None = None,
+    logprob_content: Sequence[Any] | None = None,
+    choice_index: int = 0,
+) -> tuple[StepOutput, StreamState]:
+    """One pipeline step for one choice. ``final``: this is the last step (flush everything).
+
+    After a stop string matched (``stop_generation``), the state is ``done`` and later steps
+    produce nothing. Returns the step's output and the next state (the input is not mutated).
+    """
+    # The parser updates its state dict in place: give this step its own copy.
+    fresh = None if state.parser is None else orjson.loads(orjson.dumps(state.parser))
+    st = state.model_copy(update={"parser": fresh})
+    out = StepOutput()
+    if st.done:
+        return out, st
+    if logprob_content and not st.hide:
+        limit = None if st.lp_k < 0 else st.lp_k
+        out.logprobs, ctx = logprobs.to_chat(pipe.detok, logprob_content, limit, st.lp_ctx)
+        st.lp_ctx = list(ctx)
+    text_ids, out.stop_reason = (
+        drop_stop_token(pipe, st, ids, finish_reason, stop_reason) if final else (ids, None)
+    )
+    head, tail = _decode(pipe, st, text_ids, final)
+    emit, st.held, match = stop_strings.step(st.held, tail, st.stops, st.incl)
+    text = head + emit
+    if match is not None:
+        text += match.text
+        out.stop_reason, out.stop_generation = match.stop, True
+        finish_reason, final = "stop", True
+    elif final:
+        text += stop_strings.flush(st.held)
+        st.held = ""
+    # Parsers match markers in the text; ids would run past a stop-string cut, so none then.
+    _parse(pipe, st, out, text, () if st.stops else text_ids, final, choice_index)
+    if final:
+        st.done = True
+        tool_finish = st.tools and finish_reason in ("stop", None) and not st.named
+        out.finish_reason = "tool_calls" if tool_finish else (finish_reason or "stop")
+    return out, st

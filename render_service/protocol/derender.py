@@ -1,0 +1,254 @@
+"""Wire models of the derender endpoints and of the engine's tokens-mode generate output.
+
+Field names follow vLLM 0.33 (``token_in_token_out/protocol.py``, ``scale_out/derender``).
+Requests ignore unknown fields (OpenAI compatibility, as vLLM's ``OpenAIBaseModel``); the
+decoded :class:`StreamState` forbids them and is validated strictly.
+Only the fields derender reads are modelled on the embedded OpenAI requests.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+
+
+class WireModel(BaseModel):
+    """Request-side base: unknown keys are accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# --- engine output: /inference/v1/generate, output_mode "tokens" -------------------------------
+
+
+class GenerateLogProb(WireModel):
+    """One candidate: ``{"token_id", "logprob", "rank"}`` (``rank`` null when NaN)."""
+
+    token_id: NonNegativeInt
+    logprob: float = -9999.0
+    rank: int | None = None
+
+
+class GenerateLogProbsContent(GenerateLogProb):
+    """One position: the sampled token and its candidates in engine order (sampled first)."""
+
+    top_logprobs: list[GenerateLogProb] = Field(default_factory=list)
+
+
+class GenerateLogProbs(WireModel):
+    """``GenerateLogProbs`` (integer ids, no strings; vLLM #58181)."""
+
+    content: list[GenerateLogProbsContent] | None = None
+
+
+class GenerateChoice(WireModel):
+    """A choice of a (batch) generate response; ``finish_reason`` defaults to ``"stop"``."""
+
+    index: NonNegativeInt = 0
+    finish_reason: str | None = "stop"
+    stop_reason: int | str | None = None
+    token_ids: list[NonNegativeInt] | None = None
+    logprobs: GenerateLogProbs | None = None
+
+
+class GenerateStreamChoice(GenerateChoice):
+    """A choice of one streamed generate event; ``finish_reason`` null until the last."""
+
+    finish_reason: str | None = None
+
+
+class Usage(WireModel):
+    """OpenAI usage block."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int | None = 0
+    total_tokens: int = 0
+    prompt_tokens_details: Any = None
+    completion_tokens_details: Any = None
+
+
+class GenerateTokensResponse(WireModel):
+    """Non-streaming generate response (``output_mode`` must be ``"tokens"``: re-decoding a
+    ``text``/``derender`` response would undo the engine's stop-string cut)."""
+
+    request_id: str = ""
+    model: str | None = None
+    created: int | None = None
+    usage: Usage | None = None
+    prompt_logprobs: Any = None
+    prompt_token_ids: list[NonNegativeInt] | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    metrics: Any = None
+    output_mode: Literal["tokens"] = "tokens"
+    choices: list[GenerateChoice]
+
+
+class GenerateTokensStreamResponse(WireModel):
+    """One parsed SSE ``data:`` object of a streaming generate (at most one choice; a
+    usage-only event has ``choices: []``)."""
+
+    request_id: str = ""
+    usage: Usage | None = None
+    output_mode: Literal["tokens"] = "tokens"
+    choices: list[GenerateStreamChoice] = Field(default_factory=list)
+    prompt_token_ids: list[NonNegativeInt] | None = None
+    metrics: Any = None
+    kv_transfer_params: dict[str, Any] | None = None
+
+
+# --- the OpenAI requests, as far as derender reads them ------------------------------------
+
+
+class OutputOptions(WireModel):
+    """Fields shared by chat and completion requests that change derendered output."""
+
+    model: str | None = None
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    stop: str | list[str] | None = None
+    include_stop_str_in_output: bool = False
+    min_tokens: NonNegativeInt = 0
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    logprob_token_ids: list[int] | None = None
+    return_token_ids: bool | None = None
+
+
+class ChatRequestFields(OutputOptions):
+    """``ChatCompletionRequest`` fields derender reads (``messages`` only counts history tool
+    calls for Kimi-style ids)."""
+
+    messages: list[Any] = Field(default_factory=list)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = True
+    include_reasoning: bool = True
+    chat_template_kwargs: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
+    logprobs: bool | None = False
+    top_logprobs: int | None = None
+
+
+class CompletionRequestFields(OutputOptions):
+    """``CompletionRequest`` fields derender reads."""
+
+    logprobs: int | None = None
+
+
+# --- derender requests ------------------------------------------------------------------------
+
+
+class DerenderChatRequest(WireModel):
+    """``POST /v1/chat/completions/derender`` with ``stream`` false (upstream §6.1)."""
+
+    stream: Literal[False] = False
+    model: str | None = None
+    generate_response: GenerateTokensResponse
+    prompt_tokens: NonNegativeInt | None = None
+    prompt_token_ids: list[NonNegativeInt] | None = None
+    chat_request: ChatRequestFields | None = None
+
+
+class DerenderChatStreamRequest(WireModel):
+    """``POST /v1/chat/completions/derender`` with ``stream`` true: one generate chunk per call.
+
+    ``stream_state`` is null on the first call, then the previous response's opaque string.
+    ``chat_request`` and ``prompt_token_ids`` are read on the first call only (later calls may
+    omit them; the state carries what later chunks need).
+    """
+
+    stream: Literal[True]
+    model: str | None = None
+    generate_chunk: GenerateTokensStreamResponse
+    stream_state: str | None = None
+    prompt_tokens: NonNegativeInt | None = None
+    prompt_token_ids: list[NonNegativeInt] | None = None
+    chat_request: ChatRequestFields | None = None
+
+
+class DerenderCompletionRequest(WireModel):
+    """``POST /v1/completions/derender`` with ``stream`` false (upstream §6.3)."""
+
+    stream: Literal[False] = False
+    model: str | None = None
+    generate_responses: list[GenerateTokensResponse] = Field(min_length=1)
+    prompt_tokens: list[NonNegativeInt] | None = None
+    prompt_token_ids: list[list[NonNegativeInt] | None] | None = None
+    completion_request: CompletionRequestFields | None = None
+
+
+class DerenderCompletionStreamRequest(WireModel):
+    """``POST /v1/completions/derender`` with ``stream`` true (upstream §6.4)."""
+
+    stream: Literal[True]
+    model: str | None = None
+    generate_chunk: GenerateTokensStreamResponse
+    stream_state: str | None = None
+    prompt_tokens: NonNegativeInt | None = None
+    prompt_token_ids: list[NonNegativeInt] | None = None
+    completion_request: CompletionRequestFields | None = None
+
+
+# --- the carried stream state -----------------------------------------------------------------
+
+
+class StreamState(BaseModel):
+    """Decoded ``stream_state`` (strict; unknown keys rejected). Keys are short because the
+    state travels with every chunk; defaults are left out of the encoding.
+
+    Size: constant in the output length, except ``parser`` while a tool call is open (it holds
+    the call's unsent arguments). Per-chunk cost of using it: O(new tokens).
+
+    Attributes:
+        cfg: configuration fingerprint prefix (:func:`render_service.stream_state.config_fingerprint`).
+        rid: request id the chunk ids and tool-call ids derive from.
+        model: echoed model name. created: echoed ``created`` (seconds).
+        role: ``role: "assistant"`` already sent. done: the output ended (finish or stop string);
+            later chunks produce no choices.
+        pend: trailing incomplete UTF-8 bytes (≤ 3). win/pre/rd: window detokenizer ids and
+            offsets (only for tokenizers that are not byte-level BPE).
+        held: text held back because it may start a stop string.
+        stops, incl: the request's ``stop`` and ``include_stop_str_in_output``.
+        min_tok: ``min_tokens``; ntok: output tokens seen so far, capped at ``min_tok``.
+        stop_ids, ignore_eos: the request's ``stop_token_ids`` / ``ignore_eos`` (stop-token drop).
+        skip: ``skip_special_tokens`` (only used without a parser).
+        lp_k: logprob candidate cut (-1 keeps all); lp_ctx: last sampled ids (≤ 4);
+            off: completions ``text_offset`` so far.
+        hide: hide logprobs and token ids (parser + ``include_reasoning: false``).
+        ret_ids: ``return_token_ids``. named: ``tool_choice`` names a function.
+        ptoks: ``prompt_tokens`` given on the first call.
+        tools: a tool-call delta was sent. calls: number of tool calls started.
+        parser: the parser library's state dict (``None`` without a parser).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    cfg: str
+    rid: str = ""
+    model: str = ""
+    created: int = 0
+    role: bool = False
+    done: bool = False
+    pend: list[int] = Field(default_factory=list, max_length=3)
+    win: list[int] = Field(default_factory=list, max_length=16)
+    pre: int = 0
+    rd: int = 0
+    held: str = ""
+    stops: list[str] = Field(default_factory=list)
+    incl: bool = False
+    min_tok: int = 0
+    ntok: int = 0
+    stop_ids: list[int] = Field(default_factory=list)
+    ignore_eos: bool = False
+    skip: bool = True
+    lp_k: int = -1
+    lp_ctx: list[int] = Field(default_factory=list, max_length=4)
+    off: int = 0
+    hide: bool = False
+    ret_ids: bool = False
+    named: bool = False
+    ptoks: int | None = None
+    tools: bool = False
+    calls: int = 0
+    parser: dict[str, Any] | None = None

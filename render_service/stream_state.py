@@ -1,0 +1,139 @@
+"""The opaque, client-carried ``stream_state`` string: encode, decode, validate, sign.
+
+Format (version 1)::
+
+    "1" FLAG "." base64url(BODY) [ "." base64url(HMAC-SHA256(key, HEAD "." BODY)[:16]) ]
+
+``FLAG`` is ``j`` (BODY is the orjson of :class:`~render_service.protocol.derender.StreamState`,
+defaults left out) or ``z`` (the same, zlib-compressed, used only when smaller). Signed when
+``Settings.stream_state_keys`` is non-empty: signed with the first key, any key accepted (key
+rotation); unsigned states are then rejected. Without keys states are unsigned and a signed
+state is accepted without verification being possible (the signature is ignored).
+
+Decoding never raises anything but :class:`~render_service.errors.InvalidStreamState` (400):
+malformed text, wrong version, bad signature, oversized, failed strict validation, or a state
+made under another configuration (``cfg`` ≠ :func:`config_fingerprint` prefix).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import zlib
+from collections.abc import Sequence
+
+import orjson
+from pydantic import ValidationError
+
+from .errors import InvalidStreamState
+from .models import ModelBundle
+from .protocol.derender import StreamState
+from .settings import Settings
+
+VERSION = "1"
+#: Characters of the fingerprint carried in the state (96 bits; tampering is HMAC's job).
+FINGERPRINT_CHARS = 24
+#: Largest accepted encoded state and decompressed body, in bytes.
+MAX_STATE_BYTES = 4 << 20
+_SIG_BYTES = 16
+
+
+def config_fingerprint(bundle: ModelBundle, settings: Settings) -> str:
+    """sha256 hex over everything that changes how an output derenders: model names,
+    vocab size and added tokens, chat template, parser names, ``enable_auto_tool_choice``, default template
+    kwargs. Two replicas agree on it exactly when a state made by one is valid on the other."""
+    facts = {
+        "names": list(bundle.names),
+        "vocab_size": bundle.vocab_size,
+        "added_vocab": bundle.added_vocab,
+        "chat_template": bundle.chat_template,
+        "reasoning_parser": settings.reasoning_parser,
+        "tool_call_parser": settings.tool_call_parser,
+        "enable_auto_tool_choice": settings.enable_auto_tool_choice,
+        "default_chat_template_kwargs": settings.default_chat_template_kwargs,
+    }
+    blob = orjson.dumps(facts, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _sign(key: str, message: str) -> str:
+    return _b64(hmac.new(key.encode("utf-8"), message.encode("ascii"), hashlib.sha256).digest()[:_SIG_BYTES])
+
+
+def encode_state(state: StreamState, keys: Sequence[str] = ()) -> str:
+    """Serialize ``state`` to the opaque string (signed with ``keys[0]`` when keys are given)."""
+    body = orjson.dumps(state.model_dump(exclude_defaults=True))
+    packed = zlib.compress(body, 6) if len(body) > 96 else body
+    flag = "z" if len(packed) < len(body) else "j"
+    message = f"{VERSION}{flag}.{_b64(packed if flag == 'z' else body)}"
+    return f"{message}.{_sign(keys[0], message)}" if keys else message
+
+
+def _check_signature(message: str, signature: str | None, keys: Sequence[str]) -> None:
+    if not keys:
+        return
+    if signature is None:
+        raise InvalidStreamState("invalid stream_state: unsigned, but this server requires signed states")
+    if not any(hmac.compare_digest(_sign(k, message), signature) for k in keys):
+        raise InvalidStreamState("invalid stream_state: signature does not match (tampered or foreign key)")
+
+
+def _body(flag: str, payload: str) -> bytes:
+    try:
+        raw = _unb64(payload)
+    except (binascii.Error, ValueError):
+        raise InvalidStreamState("invalid stream_state: not base64url") from None
+    if flag == "j":
+        return raw
+    inflater = zlib.decompressobj()
+    try:
+        body = inflater.decompress(raw, MAX_STATE_BYTES)
+    except zlib.error:
+        raise InvalidStreamState("invalid stream_state: corrupt compressed body") from None
+    if inflater.unconsumed_tail:
+        raise InvalidStreamState("invalid stream_state: body too large")
+    return body
+
+
+def decode_state(text: object, fingerprint: str, keys: Sequence[str] = ()) -> StreamState:
+    """Parse and validate an opaque state string.
+
+    Raises:
+        InvalidStreamState: malformed, wrong version, unsigned/bad signature when keys are
+            configured, strict validation failed, or made under another configuration.
+    """
+    if not isinstance(text, str):
+        raise InvalidStreamState(
+            "invalid stream_state: expected the opaque string returned by the previous call"
+        )
+    if len(text) > MAX_STATE_BYTES:
+        raise InvalidStreamState("invalid stream_state: too large")
+    parts = text.split(".")
+    if not text.isascii() or len(parts) not in (2, 3) or len(parts[0]) != 2:
+        raise InvalidStreamState("invalid stream_state: malformed")
+    head, payload = parts[0], parts[1]
+    if head[0] != VERSION or head[1] not in "jz":
+        raise InvalidStreamState(
+            f"invalid stream_state: unsupported version {head!r} (this server writes {VERSION!r})"
+        )
+    _check_signature(f"{head}.{payload}", parts[2] if len(parts) == 3 else None, keys)
+    try:
+        state = StreamState.model_validate(orjson.loads(_body(head[1], payload)), strict=True)
+    except (orjson.JSONDecodeError, ValidationError, TypeError) as exc:
+        raise InvalidStreamState(f"invalid stream_state: {type(exc).__name__}") from None
+    if state.cfg != fingerprint[:FINGERPRINT_CHARS]:
+        raise InvalidStreamState(
+            "invalid stream_state: made under another server configuration "
+            "(model, template or parsers differ)"
+        )
+    return state

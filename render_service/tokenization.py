@@ -1,0 +1,64 @@
+"""Text ↔ token ids for render: one place that encodes, so a faster identical encoder can plug in.
+
+All functions take the loaded :class:`~render_service.models.ModelBundle` and use its Hugging Face
+tokenizer's Rust backend (``tokenizer.backend_tokenizer``), which gives the same ids as
+``tokenizer(text, add_special_tokens=...)`` without the Python wrapper's overhead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .models import ModelBundle
+
+
+def _backend(bundle: ModelBundle):  # type: ignore[no-untyped-def]
+    return getattr(bundle.tokenizer, "backend_tokenizer", None)
+
+
+def encode_prompt(bundle: ModelBundle, text: str) -> list[int]:
+    """Token ids of a rendered chat prompt: added/special tokens in the text are recognised and no
+    BOS/EOS is added (the template wrote them; transformers' ``apply_chat_template`` encodes with
+    ``add_special_tokens=False``; BR53)."""
+    return encode_text(bundle, text, add_special_tokens=False)
+
+
+def encode_prompt_with_offsets(bundle: ModelBundle, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """:func:`encode_prompt` plus each token's ``(start, end)`` character span in ``text``
+    (``return_token_offsets``)."""
+    backend = _backend(bundle)
+    if backend is None:
+        out = bundle.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(out["input_ids"]), [tuple(o) for o in out["offset_mapping"]]
+    enc = backend.encode(text, add_special_tokens=False)
+    return list(enc.ids), [tuple(o) for o in enc.offsets]
+
+
+def encode_text(bundle: ModelBundle, text: str, *, add_special_tokens: bool) -> list[int]:
+    """Token ids of plain text (completions prompts, ``/tokenize``); ``add_special_tokens`` adds
+    the tokenizer's BOS/EOS post-processing as ``tokenizer(text, add_special_tokens=...)``."""
+    backend = _backend(bundle)
+    if backend is not None:
+        return list(backend.encode(text, add_special_tokens=add_special_tokens).ids)
+    return list(bundle.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+
+
+def decode(bundle: ModelBundle, ids: Sequence[int]) -> str:
+    """Text of ``ids`` with special tokens kept (``tokenizer.decode(ids)``)."""
+    return str(bundle.tokenizer.decode(list(ids)))
+
+
+def token_strings(bundle: ModelBundle, ids: Sequence[int]) -> list[str]:
+    """Vocabulary strings of ``ids`` (``convert_ids_to_tokens``)."""
+    return [str(t) for t in bundle.tokenizer.convert_ids_to_tokens(list(ids))]
+
+
+def truncate(ids: list[int], limit: int | None, side: str | None, max_model_len: int) -> list[int]:
+    """``truncate_prompt_tokens``: keep ``limit`` ids (``-1`` = ``max_model_len``) — the last ones
+    (``side`` ``"left"``, the default) or the first ones (``"right"``); ``None`` keeps all."""
+    if limit is None:
+        return ids
+    keep = max_model_len if limit == -1 else limit
+    if len(ids) <= keep:
+        return ids
+    return ids[:keep] if side == "right" else ids[len(ids) - keep :]

@@ -1,0 +1,174 @@
+"""Process lifecycle of `render-service serve` as a real subprocess on 127.0.0.1.
+
+Graceful SIGTERM (in-flight request finishes, exit 0), draining (/ready 503 during
+--shutdown-delay), worker processes (--renderer-num-workers) replaced after a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Proc:
+    """A `python -m render_service serve` subprocess and a client bound to it."""
+
+    def __init__(self, *flags: str) -> None:
+        self.port = _free_port()
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "render_service", "serve", "--port", str(self.port), *flags],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.popen.poll() is None, self.popen.stderr.read().decode()[-3000:]
+            try:
+                if self.client.get("/ready").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("server did not become ready")
+
+    def workers(self) -> set[int]:
+        """Pids of uvicorn worker processes (children started through multiprocessing spawn)."""
+        pids = set()
+        for child in psutil.Process(self.popen.pid).children():
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE and "spawn_main" in " ".join(child.cmdline()):
+                    pids.add(child.pid)
+            except psutil.Error:  # exited meanwhile
+                pass
+        return pids
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+@pytest.fixture
+def proc():
+    started: list[Proc] = []
+
+    def start(*flags: str) -> Proc:
+        p = Proc(*flags)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+def _slow_upload(client: httpx.Client, started: threading.Event, out: list) -> None:
+    """POST /tokenize with a body streamed over ~1.5 s (an in-flight request across SIGTERM)."""
+
+    def body():
+        yield b'{"prompt": "'
+        started.set()
+        for _ in range(6):
+            time.sleep(0.25)
+            yield b"hello " * 10
+        yield b'"}'
+
+    out.append(client.post("/tokenize", content=body(), headers={"content-type": "application/json"}))
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_finishes_in_flight_request_then_exits_0(proc, workers):
+    """SIGTERM while a request is being received: it still gets its full answer (the same status as
+    the uninterrupted request; 200 once /tokenize is implemented), and the server exits with 0."""
+    p = proc("--renderer-num-workers", workers)
+    reference = p.client.post("/tokenize", json={"prompt": "hello " * 60})
+    started, out = threading.Event(), []
+    t = threading.Thread(target=_slow_upload, args=(p.client, started, out))
+    t.start()
+    assert started.wait(10)
+    time.sleep(0.3)
+    p.popen.send_signal(signal.SIGTERM)
+    t.join(30)
+    assert out, "in-flight request got no response"
+    assert out[0].status_code == reference.status_code, out[0].text
+    assert out[0].json() == reference.json() or reference.status_code != 200
+    assert p.popen.wait(30) == 0
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_shutdown_delay_reports_not_ready_while_still_serving(proc, workers):
+    """With --shutdown-delay, after SIGTERM /ready turns 503 "draining" while other routes still
+    answer 200 (in every worker process); then the process exits 0."""
+    p = proc("--shutdown-delay", "3", "--renderer-num-workers", workers)
+    p.popen.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 2
+    url = f"{p.client.base_url}"
+    r = httpx.get(url + "/ready")
+    while r.status_code == 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        r = httpx.get(url + "/ready")
+    assert r.status_code == 503 and "draining" in r.json()["error"]["message"]
+    time.sleep(0.3)  # every worker has received the signal by now
+    for _ in range(6):  # fresh connections reach either worker
+        assert httpx.get(url + "/ready").status_code == 503
+        assert httpx.get(url + "/v1/models").status_code == 200
+    assert p.popen.wait(30) == 0
+
+
+def test_crashed_worker_is_replaced_while_serving(proc):
+    """kill -9 of one of two workers: requests keep succeeding, a new worker pid appears, and the
+    metrics of the surviving processes are still served.
+
+    Each request uses a new connection (as a load balancer opening connections would): keep-alive
+    connections held by the killed worker itself are reset, which clients see as a connection error.
+    """
+    p = proc("--renderer-num-workers", "2")
+    deadline = time.monotonic() + 30
+    while len(p.workers()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    before = p.workers()
+    assert len(before) == 2
+    victim = min(before)
+    os.kill(victim, signal.SIGKILL)
+    statuses = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        statuses.append(httpx.get(f"{p.client.base_url}/v1/models", timeout=30).status_code)
+        now = p.workers()
+        if victim not in now and len(now) == 2 and len(statuses) >= 20:
+            break
+        time.sleep(0.1)
+    assert set(statuses) == {200}
+    after = p.workers()
+    assert victim not in after and len(after) == 2 and after - before
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{p.client.base_url}/ready").status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    text = httpx.get(f"{p.client.base_url}/metrics").text
+    assert 'render_service_requests_total{endpoint="/v1/models",method="GET",status="200"}' in text
+    # live gauges are summed over live workers only: 2 workers x 4 threads, the dead one forgotten
+    assert "render_service_worker_threads 8.0" in text.splitlines()
