@@ -39,15 +39,17 @@ Example (a minimal ``<think>`` reasoning format)::
         initial_mode="R", reasoning_modes=frozenset({"R"}),
     )
 
-Adding a family (see ``formats/hermes.py`` and ``formats/qwen3.py``):
+Adding a family (see ``formats/hermes_tools.py`` and ``formats/qwen3_reasoning.py``):
 
-1. Write ``parsers/formats/<family>.py`` exposing ``SPEC``; reuse a factory when one fits
-   (``formats.think.think_spec`` for ``<think>``-style reasoning, ``formats.hermes.hermes_spec``
-   for ``<tag>{json}</tag>`` calls, ``formats.jsontools.json_tool_spec`` for any start marker
-   followed by a JSON call object or array: llama, granite, jamba, xlam, mistral ...,
-   ``formats.xml.xml_spec`` with a ``parsers.xmlcalls.XmlTags`` for XML-style calls,
-   ``formats.pythonic.pythonic_spec`` for pythonic calls, ``parsers.rawargs.RawArgs`` with a
-   routed header for verbatim arguments between special tokens: kimi, deepseek, harmony),
+1. Write ``parsers/formats/<family>_reasoning.py`` or ``<family>_tools.py`` (naming scheme in
+   ``parsers/formats/__init__.py``) exposing ``SPEC``; reuse a factory when one fits
+   (``formats.think_factory.think_spec`` for ``<think>``-style reasoning,
+   ``formats.hermes_tools.hermes_spec`` for ``<tag>{json}</tag>`` calls,
+   ``formats.json_factory.json_tool_spec`` for any start marker followed by a JSON call object
+   or array: llama, granite, jamba, xlam, mistral ..., ``formats.xml_factory.xml_spec`` with a
+   ``parsers.xmlcalls.XmlTags`` for XML-style calls, ``formats.pythonic_factory.pythonic_spec``
+   for pythonic calls, ``parsers.rawargs.RawArgs`` with a routed header for verbatim arguments
+   between special tokens: kimi, deepseek, harmony),
    else build a ``FormatSpec`` as above. Every special token the format reads must be a
    marker text (even one only the body handler reads), so the derender keeps that token's
    text. Schema-aware formats set ``tool_context`` (e.g. ``parsers.arguments.tool_types``)

@@ -15,7 +15,7 @@ output). The prompt is not scanned.
 from __future__ import annotations
 
 from ..spec import CONTENT, DROP, REASONING, FormatSpec, Transition
-from .think import ignore_prompt
+from .think_factory import ignore_prompt
 
 SPEC = FormatSpec(
     name="ernie45",

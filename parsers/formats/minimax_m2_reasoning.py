@@ -16,7 +16,7 @@ output). Reasoning counts as ended after ``</think>`` (vLLM ``is_reasoning_end``
 from __future__ import annotations
 
 from ..spec import CONTENT, FormatSpec, Transition
-from .think import REASONING_MODE, ignore_prompt, think_spec
+from .think_factory import REASONING_MODE, ignore_prompt, think_spec
 
 SPEC = think_spec(
     "minimax_m2",

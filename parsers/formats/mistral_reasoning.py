@@ -13,7 +13,7 @@ content starts reasoning. The prompt is not scanned (Mistral templates never pre
 
 from __future__ import annotations
 
-from .think import CONTENT_MODE, ignore_prompt, think_spec
+from .think_factory import CONTENT_MODE, ignore_prompt, think_spec
 
 SPEC = think_spec(
     "mistral",

@@ -11,6 +11,6 @@ stream agree. Markers after the first ``</think>`` are content (vLLM batch).
 
 from __future__ import annotations
 
-from .think import REASONING_MODE, ignore_prompt, think_spec
+from .think_factory import REASONING_MODE, ignore_prompt, think_spec
 
 SPEC = think_spec("olmo3", choose_mode=ignore_prompt(REASONING_MODE))

@@ -11,8 +11,8 @@ reasoning), a stray end marker in content is dropped, trailing reasoning whitesp
 
 from __future__ import annotations
 
-from .qwen3 import thinking_mode
-from .think import prompt_decides, think_spec
+from .qwen3_reasoning import thinking_mode
+from .think_factory import prompt_decides, think_spec
 
 SPEC = think_spec(
     "seed_oss",

@@ -15,7 +15,7 @@ Wire format: the template pre-opens ``<think>``; output ``reasoning</think>conte
 
 from __future__ import annotations
 
-from .think import think_spec, thinking_switch
+from .think_factory import think_spec, thinking_switch
 
 SPEC = think_spec(
     "glm45",

@@ -11,7 +11,7 @@ dropped, prompt-aware within the ChatML turn).
 
 from __future__ import annotations
 
-from .think import REASONING_MODE, prompt_decides, think_spec
+from .think_factory import REASONING_MODE, prompt_decides, think_spec
 
 SPEC = think_spec(
     "step3p5",

@@ -8,6 +8,6 @@ prompt is not scanned (vLLM looks for ``</think>`` anywhere in the prompt, histo
 
 from __future__ import annotations
 
-from .think import REASONING_MODE, ignore_prompt, think_spec
+from .think_factory import REASONING_MODE, ignore_prompt, think_spec
 
 SPEC = think_spec("step3", choose_mode=ignore_prompt(REASONING_MODE))

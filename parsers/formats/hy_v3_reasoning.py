@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .think import IDENTITY_MODE, REASONING_MODE, ignore_prompt, think_spec
+from .think_factory import IDENTITY_MODE, REASONING_MODE, ignore_prompt, think_spec
 
 
 def _mode(kwargs: Mapping[str, Any]) -> str:

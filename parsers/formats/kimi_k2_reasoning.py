@@ -13,7 +13,7 @@ Wire format: ``[<think>]reasoning</think>content``; tool calls in a
 
 from __future__ import annotations
 
-from .think import think_spec, thinking_switch
+from .think_factory import think_spec, thinking_switch
 
 SPEC = think_spec(
     "kimi_k2",

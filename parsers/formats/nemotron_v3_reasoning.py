@@ -19,8 +19,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..spec import CONTENT, DROP, HOLD, Transition
-from .qwen3 import thinking_mode
-from .think import CONTENT_MODE, REASONING_MODE, prompt_decides, think_spec
+from .qwen3_reasoning import thinking_mode
+from .think_factory import CONTENT_MODE, REASONING_MODE, prompt_decides, think_spec
 
 HELD, AFTER = "FR", "FA"
 

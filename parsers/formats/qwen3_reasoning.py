@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .think import CONTENT_MODE, REASONING_MODE, prompt_decides, think_spec
+from .think_factory import CONTENT_MODE, REASONING_MODE, prompt_decides, think_spec
 
 
 def thinking_mode(kwargs: Mapping[str, Any]) -> str:

@@ -12,7 +12,7 @@ behaviour; its batch drops it) — our batch always equals our stream.
 
 from __future__ import annotations
 
-from .think import REASONING_MODE, prompt_decides, think_spec
+from .think_factory import REASONING_MODE, prompt_decides, think_spec
 
 #: Turn tokens of the templates R1-style parsers run under (Qwen-based distills, DeepSeek).
 TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>", "<｜User｜>", "<｜Assistant｜>")

@@ -9,8 +9,8 @@ when neither key is given.
 
 from __future__ import annotations
 
-from .deepseek_r1 import TURN_BOUNDARIES
-from .think import think_spec, thinking_switch
+from .deepseek_r1_reasoning import TURN_BOUNDARIES
+from .think_factory import think_spec, thinking_switch
 
 SPEC = think_spec(
     "deepseek_v3", identity=True, choose_mode=thinking_switch(False), turn_boundaries=TURN_BOUNDARIES
