@@ -195,22 +195,11 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
         st["hold"] = text[len(text) - keep :]
         text = text[: len(text) - keep]
     sink = spec.modes[mode]
-    if mode in spec.hold_ws:
-        _sink_held_ws(st, text, out)
-    else:
-        _sink(sink, st, _joined(spec, st, sink, text), out)
+    _sink(sink, st, _joined(spec, st, sink, text), out)
     limit = spec.hold_limit.get(mode)
     if limit is not None and len(st["hold"]) > limit[0]:
         _apply(spec, st, limit[1], "", out)  # not a header after all: bounded state
     return None
-
-
-def _sink_held_ws(st: dict[str, Any], text: str, out: list[Event]) -> None:
-    """Content whose trailing whitespace waits in ``hold`` (``FormatSpec.hold_ws``)."""
-    text = st["hold"] + text
-    kept = text.rstrip()
-    _sink(CONTENT, st, kept, out)
-    st["hold"] = text[len(kept) :]
 
 
 def _joined(spec: FormatSpec, st: dict[str, Any], kind: str, text: str) -> str:
@@ -336,7 +325,7 @@ def _handle(
     back = back or spec.reject_mode
     for ev in events:
         if ev[0] == "name":
-            if spec.hold_trailing or spec.hold_ws:
+            if spec.hold_trailing:
                 st["hold"] = ""  # withheld text before a committed call is dropped
             out.append(("name", st["n"], *ev[1:]))  # (name[, native id])
             st["n"] += 1
@@ -344,7 +333,7 @@ def _handle(
             out.append(("args", st["n"] - 1, ev[1]))
         elif ev[0] == "reject":
             rejected = True
-            held = st["hold"] if spec.hold_trailing or spec.hold_ws else ""
+            held = st["hold"] if spec.hold_trailing else ""
             if held:
                 st["hold"] = ""
             _sink(CONTENT, st, held, out)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..pycalls import PyCalls
-from ..spec import BODY, CONTENT, HOLD, FormatSpec, Transition
+from ..spec import ANY_WHITESPACE, BODY, CONTENT, HOLD, FormatSpec, Transition
 
 
 def pythonic_spec(
@@ -61,5 +61,5 @@ def pythonic_spec(
         body_end_mode="A",
         reject_mode="C",
         body_options=dict(options or {}),
-        hold_ws=frozenset({"S"}),
+        hold_trailing={"S": ANY_WHITESPACE},
     )
