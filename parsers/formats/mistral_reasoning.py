@@ -4,7 +4,9 @@ Wire format: starts in **content**; ``[THINK]reasoning[/THINK]`` (v13+ special t
 ``<think>reasoning</think>`` (v11 plain text) switch to reasoning and back, any number of
 times. ``[THINK]`` never closed → the rest is reasoning; a stray end marker is dropped;
 ``[TOOL_CALLS]`` ends reasoning and stays in content for the tool phase (no end marker, so a
-call drafted in reasoning cannot be told apart); trailing reasoning whitespace is dropped.
+call drafted in reasoning cannot be told apart); from there on think markers are argument
+text (vLLM's engine has no think transitions in its tool states); trailing reasoning
+whitespace is dropped.
 
 Deliberate difference: vLLM picks one marker pair from the tokenizer (``[THINK]`` in the vocab
 → v13, else v11 text); we accept both pairs, so a v13 model writing a literal ``<think>`` in

@@ -16,12 +16,18 @@ the vLLM 0.33 families show (parsers.md section 2):
 * ``reopen``: ``START`` in content opens reasoning again (GLM, Mistral, which start in content).
 * ``direct_ends``: markers that end reasoning and stay in content at once, for tool formats
   without an end marker (Mistral ``[TOOL_CALLS]``): no draft detection is possible there.
+  From the marker on (from reasoning or content) the rest is content of mode ``T``, where the
+  reasoning markers are plain text: they belong to the tool calls' arguments (vLLM's engine
+  is in its tool states there and has no think transitions).
+* Tool calls in content (``implicit_ends`` pairs) run in mode ``CT<i>`` up to their end
+  marker, where reasoning markers are plain text too (a ``</think>`` inside arguments is not a
+  stray end to drop, a ``<think>`` not a reopening).
 * ``identity``: adds mode ``I`` where every marker is plain content (thinking switched off in
   parsers that then delegate to vLLM's identity parser: deepseek_v3, holo2, glm45, kimi_k2).
 * ``strip_reasoning_tail``: see :class:`parsers.spec.FormatSpec` (vLLM engine default).
 
 Modes: ``R`` reasoning, ``C`` content, ``I`` identity, ``TC<i>``/``TA<i>`` held tool call /
-after it.
+after it (inside reasoning), ``CT<i>`` tool call in content, ``T`` after a direct end.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from ..spec import CONTENT, HOLD, REASONING, FormatSpec, ModeChooser, Transition
 REASONING_MODE = "R"
 CONTENT_MODE = "C"
 IDENTITY_MODE = "I"
+TOOLS_MODE = "T"
 
 
 def prompt_decides(default: str | Callable[[Mapping[str, Any]], str]) -> ModeChooser:
@@ -113,16 +120,20 @@ def think_spec(
         trans |= {(CONTENT_MODE, k): Transition(REASONING_MODE) for k in starts}
     for i, text in enumerate(direct_ends):
         markers[f"DIRECT{i}"] = text
-        trans[(REASONING_MODE, f"DIRECT{i}")] = Transition(CONTENT_MODE, keep=True)
+        modes[TOOLS_MODE] = CONTENT
+        for mode in (REASONING_MODE, CONTENT_MODE):
+            trans[(mode, f"DIRECT{i}")] = Transition(TOOLS_MODE, keep=True)
     breaks, finish = {}, {}
     for i, (tool_start, tool_end) in enumerate(implicit_ends):
         call, after, ts, te = f"TC{i}", f"TA{i}", f"TOOL_START{i}", f"TOOL_END{i}"
         markers |= {ts: tool_start, te: tool_end}
-        modes |= {call: HOLD, after: HOLD}
+        modes |= {call: HOLD, after: HOLD, f"CT{i}": CONTENT}
         trans |= {
             (REASONING_MODE, ts): Transition(call, keep=True),
             (call, te): Transition(after, keep=True),
             (after, ts): Transition(call, keep=True),
+            (CONTENT_MODE, ts): Transition(f"CT{i}", keep=True),
+            (f"CT{i}", te): Transition(CONTENT_MODE, keep=True),
         }
         for k in ends:
             trans[(call, k)] = Transition(CONTENT_MODE, release="reasoning")
@@ -136,7 +147,7 @@ def think_spec(
         modes=modes,
         transitions=trans,
         initial_mode=REASONING_MODE,
-        reasoning_modes=frozenset(m for m in modes if m not in (CONTENT_MODE, IDENTITY_MODE)),
+        reasoning_modes=frozenset(m for m, sink in modes.items() if sink != CONTENT),
         break_on_text=breaks,
         finish_release=finish,
         choose_mode=choose_mode or prompt_decides(REASONING_MODE),
