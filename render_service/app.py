@@ -87,6 +87,10 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
         if getattr(app.state, "bundle", None) is None:
             app.state.bundle = await run_in_threadpool(load_bundle, settings)
+        encoder = app.state.bundle.prompt_encoder
+        if encoder is not None and hasattr(encoder, "observer"):
+            cache = metrics.register_cache("prompt_prefix")
+            encoder.observer = lambda hits, misses: (cache.hit(hits), cache.miss(misses))
         app.state.fingerprint = config_fingerprint(app.state.bundle, settings)
         app.state.pool = new_pool(settings)
         metrics.forget_dead_processes()

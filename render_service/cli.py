@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time budget for rendering one chat template (over budget: 400)")
     serve.add_argument("--template-max-chars", type=int, default=8_000_000,
                        help="size budget of one rendered prompt in characters (over budget: 400)")
+    serve.add_argument("--prefix-cache-bytes", type=int, default=64 * 1024 * 1024,
+                       help="memory cap of the multi-turn prompt prefix cache (0 disables it)")
     add_ops_flags(serve)
     apply_env_defaults(serve)
     return parser
@@ -160,6 +162,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         chat_template_content_format=args.chat_template_content_format,
         template_max_seconds=args.template_max_seconds,
         template_max_chars=args.template_max_chars,
+        prefix_cache_bytes=args.prefix_cache_bytes,
         renderer_threads=args.renderer_threads,
         max_queued_requests=args.max_queued_requests,
         queue_timeout=args.queue_timeout,

@@ -68,6 +68,8 @@ class Settings:
             (rotation). Empty and not ``allow_unsigned_stream_state`` → a random key is generated at
             start-up (one for all worker processes of a ``serve``) with a warning
             (``--stream-state-key``, ``--stream-state-key-file``).
+        prefix_cache_bytes: memory cap of the multi-turn prefix cache of prompt token ids
+            (``--prefix-cache-bytes``; 0 disables it).
         allow_unsigned_stream_state: accept and emit unsigned states
             (``--allow-unsigned-stream-state``); never the default.
         shutdown_delay: seconds ``/ready`` answers 503 after SIGTERM before the server stops
@@ -106,6 +108,7 @@ class Settings:
     max_stream_state_bytes: int = 1024 * 1024
     api_keys: tuple[str, ...] = ()
     stream_state_keys: tuple[str, ...] = ()
+    prefix_cache_bytes: int = 64 * 1024 * 1024
     allow_unsigned_stream_state: bool = False
     shutdown_delay: float = 0.0
     log_format: str = "json"

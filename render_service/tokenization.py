@@ -19,7 +19,10 @@ def _backend(bundle: ModelBundle):  # type: ignore[no-untyped-def]
 def encode_prompt(bundle: ModelBundle, text: str) -> list[int]:
     """Token ids of a rendered chat prompt: added/special tokens in the text are recognised and no
     BOS/EOS is added (the template wrote them; transformers' ``apply_chat_template`` encodes with
-    ``add_special_tokens=False``; BR53)."""
+    ``add_special_tokens=False``; BR53). Uses the bundle's prefix-cached fast encoder, which is
+    proven to give the same ids."""
+    if bundle.prompt_encoder is not None:
+        return bundle.prompt_encoder.encode(text)
     return encode_text(bundle, text, add_special_tokens=False)
 
 

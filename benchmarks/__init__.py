@@ -1,0 +1,1 @@
+"""Benchmark harness for render-service: ``python -m benchmarks.run --help``."""

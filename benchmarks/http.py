@@ -1,0 +1,300 @@
+"""HTTP sections: servers started as subprocesses (``python -m render_service serve ...``), throughput
+against the number of worker processes, start-up time, RSS per process, and a peer comparison
+(``PEER_URL``, e.g. a ``vllm launch render`` started by hand with the same model and parsers).
+
+Wall time only here: the server's CPU is not observable per request over HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .data import REPO, chat_9k, short_chats, with_nonce
+from .stream import TOOLS, chat_request
+
+SERVED_NAME = "bench-model"
+TARGET_SCALING = (">=", 1.7)
+TARGET_RSS_MB = ("<=", 300.0)
+TARGET_STARTUP_S = ("<=", 3.0)
+PARSER_FLAGS = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes", "--enable-auto-tool-choice"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    return out
+
+
+def _rss_mb(pid: int, key: str = "VmHWM") -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class Server:
+    """A render-service server in its own process group on a free port; ``stop()`` ends that group."""
+
+    def __init__(self, model: str, workers: int, extra: list[str]) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [
+            sys.executable,
+            "-m",
+            "render_service",
+            "serve",
+            model,
+            "--port",
+            str(self.port),
+            "--renderer-num-workers",
+            str(workers),
+            "--served-model-name",
+            SERVED_NAME,
+            "--log-level",
+            "warning",
+            *extra,
+        ]
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", PYTHONPATH=str(REPO))
+        self.log = tempfile.TemporaryFile()  # a file, not a pipe: a full pipe would block the server
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=self.log
+        )
+        self.startup_s = self._wait(t0)
+
+    def _wait(self, t0: float) -> float:
+        deadline = t0 + 120
+        while time.perf_counter() < deadline:
+            if self.proc.poll() is not None:
+                self.log.seek(0)
+                raise RuntimeError(f"server exited: {self.log.read().decode(errors='replace')[-500:]}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return time.perf_counter() - t0
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("server did not become healthy in 120 s")
+
+    def rss_mb(self, key: str = "VmRSS") -> list[float]:
+        """RSS (``VmRSS``; ``VmHWM`` = peak) of every process of the server, MB."""
+        return [_rss_mb(p, key) for p in _tree(self.proc.pid)]
+
+    def stop(self) -> None:
+        """SIGTERM the server's own process group, SIGKILL after 10 s."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def throughput(
+    url: str, path: str, bodies: list[dict[str, Any]], concurrency: int, duration: float
+) -> tuple[float, float, str]:
+    """(requests/s, median wall latency ms, first error) with ``concurrency`` client threads."""
+    lat: list[float] = []
+    errors: list[str] = []
+    stop_at = time.perf_counter() + duration
+
+    def client(k: int) -> None:
+        with httpx.Client(base_url=url, timeout=120) as c:
+            i = k
+            while time.perf_counter() < stop_at:
+                t0 = time.perf_counter()
+                try:
+                    r = c.post(path, json=bodies[i % len(bodies)])
+                except httpx.HTTPError as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    return
+                if r.status_code != 200:
+                    errors.append(f"{r.status_code} {r.text[:160]}")
+                    return
+                lat.append(time.perf_counter() - t0)
+                i += concurrency
+
+    for body in bodies[:concurrency]:  # warm-up: one-off costs (lazy set-up) are not throughput
+        httpx.post(url + path, json=body, timeout=120)
+    stop_at = time.perf_counter() + duration
+    t_start = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t_start
+    return len(lat) / elapsed, (statistics.median(lat) * 1e3 if lat else 0.0), (errors[0] if errors else "")
+
+
+def _bodies(ctx: Any, name: str) -> dict[str, list[dict[str, Any]]]:
+    big = chat_9k(ctx.shared)
+    shorts = short_chats(ctx.shared, ctx.n_short)
+    return {"chat_9k": [dict(big, model=name)], "short chats": [dict(b, model=name) for b in shorts]}
+
+
+def workers(res: Any, ctx: Any) -> None:
+    """Per worker count: start-up, throughput for chat_9k and short chats, peak RSS per process."""
+    rates: dict[tuple[str, int], float] = {}
+    for n in ctx.workers:
+        try:
+            server = ctx.server(n)
+        except RuntimeError as exc:
+            res.skip("http", f"serve --renderer-num-workers {n}", str(exc)[:160])
+            continue
+        res.add("http", f"start-up to /health, {n} worker(s)", server.startup_s, "s", TARGET_STARTUP_S)
+        for label, bodies in _bodies(ctx, SERVED_NAME).items():
+            name = f"render {label} throughput, {n} worker(s), {ctx.concurrency} clients"
+            rate, lat, err = throughput(
+                server.url, "/v1/chat/completions/render", bodies, ctx.concurrency, ctx.duration
+            )
+            if err:
+                res.skip("http", name, f"server answered {err}", unit="req/s")
+                continue
+            rates[(label, n)] = rate
+            res.add("http", name, rate, "req/s", note=f"median wall latency {lat:.1f} ms")
+        rss, peak = server.rss_mb(), server.rss_mb("VmHWM")
+        res.add(
+            "http",
+            f"RSS per process after the runs, {n} worker(s)",
+            max(rss),
+            "MB",
+            TARGET_RSS_MB,
+            note=f"{len(rss)} processes: "
+            + ", ".join(f"{x:.0f}" for x in rss)
+            + "; peak "
+            + ", ".join(f"{x:.0f}" for x in peak),
+        )
+    for label in ("chat_9k", "short chats"):
+        base = rates.get((label, ctx.workers[0]))
+        for n in ctx.workers[1:]:
+            if base and (label, n) in rates:
+                res.add(
+                    "http",
+                    f"{label}: {n} workers / {ctx.workers[0]} worker throughput",
+                    rates[(label, n)] / base,
+                    "x",
+                    TARGET_SCALING if n == 2 else None,
+                )
+
+
+def _peer_model(url: str) -> str | None:
+    try:
+        return httpx.get(url + "/v1/models", timeout=10).json()["data"][0]["id"]
+    except (httpx.HTTPError, KeyError, IndexError, ValueError):
+        return None
+
+
+def _median_wall(url: str, path: str, make_body: Any, repeat: int) -> tuple[float | None, Any]:
+    """Median wall ms of ``repeat`` POSTs of ``make_body(i)``; (None, error text) on a non-200 answer,
+    else (ms, the last response's JSON)."""
+    with httpx.Client(base_url=url, timeout=120) as c:
+        samples, last = [], None
+        for i in range(repeat):
+            body = make_body(i)
+            t0 = time.perf_counter()
+            r = c.post(path, json=body)
+            if r.status_code != 200:
+                return None, f"{r.status_code} {r.text[:120]}"
+            samples.append(time.perf_counter() - t0)
+            last = r.json()
+    return statistics.median(samples) * 1e3, last
+
+
+def peer(res: Any, ctx: Any) -> None:
+    """Same render/derender requests to our server and to ``PEER_URL``; ratio peer/ours of median wall.
+
+    Render bodies carry a fresh nonce per request in every message (nothing cacheable on either side);
+    the note says whether both servers produced the same prompt ``token_ids``.
+    """
+    if not ctx.peer_url:
+        res.skip(
+            "peer", "peer comparison", "set PEER_URL (or --peer-url) to a running render server", unit="x"
+        )
+        return
+    peer_name = _peer_model(ctx.peer_url)
+    if peer_name is None:
+        res.skip("peer", "peer comparison", f"{ctx.peer_url}/v1/models did not answer", unit="x")
+        return
+    ours = ctx.server(1)
+    for label, path, body in _peer_cases(ctx):
+        cold = path.endswith("/render")
+
+        def make(name: str, tag: str, body: dict[str, Any] = body, cold: bool = cold) -> Any:
+            return lambda i: dict(with_nonce(body, f"{tag}{i}") if cold else body, model=name)
+
+        mine, out1 = _median_wall(ours.url, path, make(SERVED_NAME, "p"), ctx.repeat)
+        theirs, out2 = _median_wall(ctx.peer_url, path, make(peer_name, "p"), ctx.repeat)
+        if mine is None or theirs is None:
+            errors = f"ours: {out1 if mine is None else 'ok'}; peer: {out2 if theirs is None else 'ok'}"
+            res.skip("peer", f"{label}: peer / ours wall", errors, unit="x")
+            continue
+        same = ""
+        if cold:
+            same = f"; token_ids equal: {'yes' if out1.get('token_ids') == out2.get('token_ids') else 'NO'}"
+        res.add(
+            "peer",
+            f"{label}: peer / ours wall",
+            theirs / mine,
+            "x",
+            note=f"ours {mine:.1f} ms, peer {theirs:.1f} ms{same}",
+        )
+
+
+def _peer_cases(ctx: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    from .data import template_text
+    from .stream import output_ids
+
+    request = chat_request()
+    prompt_ids = ctx.encode(template_text(ctx.bundle.tokenizer, request))
+    ids = output_ids(ctx.encode, 200)
+    batch = {
+        "generate_response": {
+            "request_id": "generate-tokens-chatcmpl-bench",
+            "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop", "stop_reason": None}],
+        },
+        "prompt_token_ids": prompt_ids,
+        "chat_request": dict(request, stream=False),
+    }
+    short = short_chats(ctx.shared, 1)[0]
+    return [
+        ("render chat_9k", "/v1/chat/completions/render", chat_9k(ctx.shared)),
+        ("render short chat", "/v1/chat/completions/render", short),
+        (
+            "render tools chat",
+            "/v1/chat/completions/render",
+            {"messages": request["messages"], "tools": TOOLS},
+        ),
+        ("derender batch 200-token think+tool", "/v1/chat/completions/derender", batch),
+    ]

@@ -1,0 +1,265 @@
+"""Multi-turn prefix reuse: encode a rendered prompt piece by piece, caching the pieces' ids.
+
+A Hugging Face tokenizer whose added tokens are all matched on raw text (``normalized``, ``lstrip``,
+``rstrip``, ``single_word`` false) first cuts the text at added tokens (leftmost-longest) and then
+normalizes, pre-tokenizes and BPE-encodes every piece between them on its own
+(``tokenizers`` ``AddedVocabulary::extract_and_normalize``). Hence::
+
+    encode(p0 + t1 + p1 + ... + tn + pn) == encode(p0) + [id(t1)] + encode(p1) + ... + [id(tn)] + encode(pn)
+
+and a piece cut out of the text contains no added token itself, so encoding it alone is the same as
+encoding it in place (``tests/test_prefix_cache.py`` checks this identity on random text for every
+shared model). In a chat prompt the pieces are the message bodies between ``<|im_start|>`` /
+``<|im_end|>``-style tokens: turn k+1 shares all of turn k's pieces, so only the new ones are encoded.
+
+:class:`CachedEncoder` keeps piece text → ids in a bounded LRU (estimated bytes, not entries), counts
+hits and misses as plain ints, and is safe to call from many threads (one lock around the map; the
+encoding itself runs outside it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .fast_tokenizer import (
+    Unsupported,
+    added_splitter,
+    build_fast_encoder,
+    check_added_tokens,
+    tokenizer_json,
+)
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+"""Default memory cap of the piece cache (64 MiB ≈ 1.7 M cached token ids)."""
+
+_INT_BYTES = 32  # an id ≥ 256 is its own int object (28 bytes, 32 allocated)
+_ENTRY_OVERHEAD = 160  # OrderedDict node + tuple header, roughly
+
+
+class PieceEncoder(Protocol):
+    """What :class:`CachedEncoder` needs: HF-identical cutting at added tokens and piece encoding."""
+
+    added: dict[str, int]
+
+    def split_added(self, text: str) -> list[str]: ...
+
+    def encode_piece(self, piece: str) -> list[int]: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+
+class HFPieceEncoder:
+    """:class:`PieceEncoder` over the HF tokenizer itself (when no fast encoder could be proven).
+
+    Only valid for tokenizers whose added tokens pass ``check_added_tokens``; build it through
+    :func:`build_prompt_encoder`.
+    """
+
+    def __init__(self, tokenizer: Any, added: dict[str, int]) -> None:
+        self.tokenizer = tokenizer
+        self.added = dict(added)
+        self.split_added = added_splitter(self.added)
+
+    def encode_piece(self, piece: str) -> list[int]:
+        """HF ids of a piece that contains no added token."""
+        return list(self.tokenizer.encode(piece, add_special_tokens=False))
+
+    def encode(self, text: str) -> list[int]:
+        """HF ``encode(text, add_special_tokens=False)``."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+
+@dataclass(slots=True)
+class CacheStats:
+    """Counters of a :class:`CachedEncoder` (plain ints, ready to export as Prometheus metrics).
+
+    Attributes:
+        hits, misses: piece lookups found / not found (empty pieces are not counted).
+        evictions: entries dropped to stay under ``max_bytes``.
+        too_large: pieces encoded but not cached because one entry would exceed ``max_entry_bytes``.
+        entries, bytes: current number of entries and their estimated size in bytes.
+    """
+
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    too_large: int = 0
+    entries: int = 0
+    bytes: int = 0
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of the counters as a dict."""
+        return asdict(self)
+
+
+def entry_bytes(piece: str, ids: tuple[int, ...]) -> int:
+    """Estimated memory of one cache entry: key string + id tuple + int objects + map overhead."""
+    return sys.getsizeof(piece) + sys.getsizeof(ids) + _INT_BYTES * len(ids) + _ENTRY_OVERHEAD
+
+
+class CachedEncoder:
+    """``encode(text)`` ≡ ``encoder.encode(text)``, re-encoding only pieces not seen recently.
+
+    Args:
+        encoder: a :class:`PieceEncoder` (a ``FastEncoder`` or :class:`HFPieceEncoder`).
+        max_bytes: cap on the estimated memory of cached entries (LRU eviction beyond it).
+        max_entry_bytes: a piece whose entry would be larger is encoded but never cached (default
+            ``max_bytes // 4``, so one 26k-token tool result cannot flush the whole cache).
+
+    Attributes:
+        stats: live :class:`CacheStats`.
+        observer: optional ``observer(hits, misses)`` called after each ``encode`` with that call's
+            piece lookups (the app points it at its Prometheus cache counters).
+    """
+
+    def __init__(
+        self, encoder: PieceEncoder, max_bytes: int = DEFAULT_MAX_BYTES, max_entry_bytes: int | None = None
+    ) -> None:
+        self.encoder = encoder
+        self.max_bytes = max_bytes
+        self.max_entry_bytes = max_bytes // 4 if max_entry_bytes is None else max_entry_bytes
+        self.stats = CacheStats()
+        self.observer: Callable[[int, int], None] | None = None
+        self.settled = threading.Event()
+        """Set once the encoder is final (see :func:`build_prompt_encoder` ``background``)."""
+        self._map: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self._sizes: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``; identical to ``encoder.encode(text)`` (see module docstring)."""
+        parts = self.encoder.split_added(text)
+        found = self._lookup(parts[0::2])
+        if self.observer is not None:
+            hits = sum(1 for piece, hit in zip(parts[0::2], found, strict=True) if piece and hit is not None)
+            self.observer(hits, sum(1 for piece in parts[0::2] if piece) - hits)
+        added = self.encoder.added
+        ids: list[int] = []
+        new: list[tuple[str, tuple[int, ...]]] = []
+        for i, part in enumerate(parts):
+            if i % 2:
+                ids.append(added[part])
+                continue
+            cached = found[i // 2]
+            if cached is None:
+                cached = tuple(self.encoder.encode_piece(part)) if part else ()
+                if part:
+                    new.append((part, cached))
+            ids.extend(cached)
+        if new:
+            self._store(new)
+        return ids
+
+    def _lookup(self, pieces: list[str]) -> list[tuple[int, ...] | None]:
+        out: list[tuple[int, ...] | None] = []
+        with self._lock:
+            stats, cache = self.stats, self._map
+            for piece in pieces:
+                hit = cache.get(piece) if piece else ()
+                if hit is not None and piece:
+                    cache.move_to_end(piece)
+                    stats.hits += 1
+                elif piece:
+                    stats.misses += 1
+                out.append(hit)
+        return out
+
+    def _store(self, new: list[tuple[str, tuple[int, ...]]]) -> None:
+        with self._lock:
+            for piece, ids in new:
+                size = entry_bytes(piece, ids)
+                if size > self.max_entry_bytes or size > self.max_bytes:
+                    self.stats.too_large += 1
+                    continue
+                if piece in self._map:  # another thread stored it meanwhile
+                    continue
+                self._map[piece] = ids
+                self._sizes[piece] = size
+                self.stats.bytes += size
+                self._evict()
+            self.stats.entries = len(self._map)
+
+    def _evict(self) -> None:
+        while self.stats.bytes > self.max_bytes and self._map:
+            piece, _ = self._map.popitem(last=False)
+            self.stats.bytes -= self._sizes.pop(piece)
+            self.stats.evictions += 1
+
+    def clear(self) -> None:
+        """Drop every entry (counters other than entries/bytes are kept)."""
+        with self._lock:
+            self._map.clear()
+            self._sizes.clear()
+            self.stats.entries = self.stats.bytes = 0
+
+
+def _piecewise_ok(tokenizer: Any) -> bool:
+    """Whether HF's added tokens allow cutting the text first (see module docstring)."""
+    text = tokenizer_json(tokenizer)
+    if text is None:
+        return False
+    try:
+        check_added_tokens(json.loads(text).get("added_tokens") or [])
+    except Unsupported:
+        return False
+    return True
+
+
+def _upgrade(cached: CachedEncoder, tokenizer: Any, proof_cache: Path | None) -> None:
+    """Swap the HF piece encoder of ``cached`` for the proven FastEncoder once it is built.
+
+    Both give identical ids for every piece, so entries cached before the swap stay valid.
+    """
+    try:
+        fast = build_fast_encoder(tokenizer, proof_cache)
+        if fast is not None:
+            cached.encoder = fast
+    finally:
+        cached.settled.set()
+
+
+def build_prompt_encoder(
+    tokenizer: Any,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    *,
+    background: bool = False,
+    proof_cache: Path | None = None,
+) -> CachedEncoder | PieceEncoder:
+    """The encoder the render path should use for templated prompt text.
+
+    Returns a :class:`CachedEncoder` over the proven-identical ``FastEncoder`` when there is one, else
+    over the HF tokenizer itself when its added tokens allow piecewise encoding, else a plain
+    :class:`HFPieceEncoder` (``encode`` = HF). In every case ``.encode(text)`` equals
+    ``tokenizer.encode(text, add_special_tokens=False)``. ``max_bytes <= 0`` disables the cache.
+
+    With ``background=True`` it returns at once a :class:`CachedEncoder` over HF and builds the
+    FastEncoder (≈ 1–2 s: the BPE proof) in a daemon thread, switching to it when done; its
+    ``settled`` event is set when that attempt has finished (successfully or not). Start it in the
+    process that serves (after any fork): a thread does not survive ``fork``.
+    ``proof_cache``: see :func:`~render_service.fast_tokenizer.build_fast_encoder`.
+    """
+    plain = HFPieceEncoder(
+        tokenizer, dict(tokenizer.get_added_vocab()) if hasattr(tokenizer, "get_added_vocab") else {}
+    )
+    if max_bytes <= 0:
+        fast = build_fast_encoder(tokenizer, proof_cache)
+        return fast if fast is not None else plain
+    if not _piecewise_ok(tokenizer):
+        return plain
+    if background:
+        cached = CachedEncoder(plain, max_bytes)
+        threading.Thread(
+            target=_upgrade, args=(cached, tokenizer, proof_cache), name="fast-tokenizer-build", daemon=True
+        ).start()
+        return cached
+    fast = build_fast_encoder(tokenizer, proof_cache)
+    cached = CachedEncoder(fast if fast is not None else plain, max_bytes)
+    cached.settled.set()
+    return cached

@@ -1,0 +1,76 @@
+"""Helpers shared by the fast-tokenizer and prefix-cache tests: loaded tokenizers and text strategies."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from conftest import MODELS, shared_path
+from hypothesis import strategies as st
+
+from render_service.fast_tokenizer import FastEncoder, build_fast_encoder
+
+MODEL_NAMES = (
+    sorted(p.name for p in MODELS.glob("*") if (p / "tokenizer.json").is_file()) if MODELS.is_dir() else []
+)
+"""Every folder of ../shared/models with a tokenizer.json."""
+
+QWEN3 = "Qwen--Qwen3-0.6B"
+
+
+@functools.cache
+def hf_tokenizer(name: str):
+    """The Hugging Face tokenizer of ``../shared/models/<name>`` (loaded once per session)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(shared_path("models", name)))
+
+
+@functools.cache
+def fast_encoder(name: str) -> FastEncoder | None:
+    """``build_fast_encoder`` of that tokenizer (built once per session)."""
+    return build_fast_encoder(hf_tokenizer(name))
+
+
+def hf_ids(name: str, text: str) -> list[int]:
+    """The reference: HF ``encode(text, add_special_tokens=False)``."""
+    return hf_tokenizer(name).encode(text, add_special_tokens=False)
+
+
+def chat_requests() -> list[dict]:
+    """The 745 real requests of ../shared/data/chat_requests.jsonl."""
+    path = shared_path("data", "chat_requests.jsonl")
+    lines = Path(path).read_text(encoding="utf-8").split("\n")  # not splitlines(): U+2028 is inside JSON
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def render_text(name: str, messages: list[dict], tools: list | None = None, kwargs: dict | None = None
+                ) -> str:
+    """Prompt text as the chat template renders it (``tokenize=False, add_generation_prompt=True``)."""
+    return hf_tokenizer(name).apply_chat_template(
+        messages, tools=tools or None, tokenize=False, add_generation_prompt=True, **(kwargs or {})
+    )
+
+
+_ATOMS_FIXED = [
+    " ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", " \n ", "   \n", "\u00a0", "\u3000", "\u2028",
+    "'s", "'S", "'LL", "'ll", "'re", "'VE", "'d", "'M", "'t", "ſ", "'ſ", "Don't", "I'M",
+    "😀", "😶‍🌫️", "👍🏽", "🇺🇸", "\u200d", "e\u0301", "\u0301", "\u0338", "가", "\u11a8", "Å", "Ω", "ﬁ",
+    "½", "²", "١٢٣", "१२", "Ⅻ", "{\"a\": 1}", "</", "<|", "|>", "[INST]", "<<", ">>",
+]
+
+
+def prompt_texts(added: list[str]) -> st.SearchStrategy[str]:
+    """Random text mixing unicode, added/special tokens, whitespace runs, digits, CJK, emoji,
+    contractions, combining marks and newlines."""
+    atom = st.one_of(
+        st.text(max_size=24),
+        st.sampled_from(added) if added else st.just("<|x|>"),
+        st.sampled_from(_ATOMS_FIXED),
+        st.from_regex(r"[0-9]{1,14}", fullmatch=True),
+        st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF), min_size=1, max_size=8),
+        st.text(alphabet=st.characters(min_codepoint=0x1F300, max_codepoint=0x1FAFF), min_size=1, max_size=4),
+        st.text(alphabet=" \t\n\r\u0301abcXYZ.,-_/<>|[]'", max_size=16),
+    )
+    return st.lists(atom, max_size=30).map("".join)

@@ -1,0 +1,61 @@
+"""The benchmark harness runs end to end in quick mode and prints its table (times are never asserted)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SHARED, shared_path
+
+from benchmarks.run import SECTIONS, build_parser, make_context
+from benchmarks.table import Row, render_table
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+def test_quick_run_prints_the_table():
+    """`python -m benchmarks.run --quick` exits 0 and prints the header and at least one row per section;
+    sections whose code raises NotImplementedError print 'skip' rows instead of failing."""
+    shared_path("bench", "chat_9k.json")
+    env = dict(os.environ, RENDER_SERVICE_SHARED=str(SHARED), HF_HUB_OFFLINE="1", PEER_URL="")
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "section" in out and "measurement" in out and "target" in out
+    lines = out.splitlines()
+    for section in ("floor", "render", "multiturn", "stream", "body", "http", "gil", "peer"):
+        assert any(line.startswith(section) for line in lines), section
+    assert "HF encode chat_9k" in out and "≤ 3 ms" in out
+
+
+def test_unknown_section_is_refused():
+    """An unknown --only section stops with a message listing the valid ones."""
+    from benchmarks.run import main
+
+    with pytest.raises(SystemExit, match="unknown section"):
+        main(["--only", "nope"])
+
+
+def test_quick_flag_shrinks_the_defaults():
+    """--quick picks few repeats, short stream positions, one worker count and short HTTP runs."""
+    ctx = make_context(build_parser().parse_args(["--quick"]))
+    assert ctx.repeat == 3 and ctx.workers == [1] and ctx.stream_positions == [10, 100, 300]
+    full = make_context(build_parser().parse_args([]))
+    assert full.stream_positions == [10, 1000, 4000, 8000] and full.workers == [1, 2]
+    assert full.body_prompts == [1000, 100_000] and set(SECTIONS) >= {"floor", "peer"}
+
+
+def test_verdicts_and_table_layout():
+    """Rows compare against '<=' / '>=' targets; skipped rows say why; the table has one line per row."""
+    rows = [Row("a", "x", 2.0, "ms", ("<=", 3.0)), Row("a", "y", 4.0, "ms", ("<=", 3.0)),
+            Row("b", "z", 1.8, "x", (">=", 1.7)), Row("b", "w", None, "ms", None, "skipped: not built"),
+            Row("c", "v", 5.0)]
+    assert [r.verdict for r in rows] == ["ok", "MISS", "ok", "skip", "-"]
+    table = render_table(rows).splitlines()
+    assert len(table) == 2 + len(rows) and "skipped: not built" in table[-2] and "≥ 1.7 x" in table[4]

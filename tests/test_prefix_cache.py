@@ -1,0 +1,179 @@
+"""CachedEncoder: piecewise encoding at added-token boundaries is exactly HF's encoding (proven on
+random text for every shared model), stays identical across real multi-turn conversations, respects
+its memory cap and is safe under threads."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from fast_tokenizer_support import (
+    MODEL_NAMES,
+    QWEN3,
+    chat_requests,
+    fast_encoder,
+    hf_ids,
+    hf_tokenizer,
+    prompt_texts,
+    render_text,
+)
+from hypothesis import HealthCheck, given, settings
+
+from render_service.prefix_cache import (
+    CachedEncoder,
+    HFPieceEncoder,
+    build_prompt_encoder,
+    entry_bytes,
+)
+
+pytestmark = pytest.mark.shared
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_hf_itself_encodes_pieces_independently(name):
+    """HF: encode(text) == concatenation of added-token ids and HF encode(piece) for the pieces
+    between them. This is the property the piece cache relies on (150 random texts per model)."""
+    tok = hf_tokenizer(name)
+    pieces = HFPieceEncoder(tok, tok.get_added_vocab())
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(prompt_texts(sorted(pieces.added)))
+    def check(text):
+        ids = []
+        for i, part in enumerate(pieces.split_added(text)):
+            ids += [pieces.added[part]] if i % 2 else (pieces.encode_piece(part) if part else [])
+        assert ids == hf_ids(name, text)
+
+    check()
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_cached_encoder_matches_hf_on_random_text(name):
+    """A warm CachedEncoder (small cap, so entries are evicted) keeps giving HF's ids: each random
+    text is encoded twice, the second time from cache."""
+    cached = CachedEncoder(fast_encoder(name), max_bytes=64 * 1024)
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(prompt_texts(sorted(fast_encoder(name).added)))
+    def check(text):
+        expected = hf_ids(name, text)
+        assert cached.encode(text) == expected
+        assert cached.encode(text) == expected
+
+    check()
+    assert cached.stats.hits > 0 and cached.stats.bytes <= 64 * 1024
+
+
+def _turns(req: dict) -> list[list[dict]]:
+    """Prefixes of a conversation that end at a user or tool message (one per turn)."""
+    msgs = req["messages"]
+    return [msgs[:k] for k in range(1, len(msgs) + 1) if msgs[k - 1]["role"] in ("user", "tool")]
+
+
+def test_real_multi_turn_conversations_stay_identical():
+    """Every turn of the 285 real multi-turn conversations, rendered by Qwen3's template and encoded
+    through one shared CachedEncoder, equals HF; later turns hit the cache."""
+    cached = CachedEncoder(fast_encoder(QWEN3))
+    turns = 0
+    for req in chat_requests():
+        if not req["meta"].get("multi_turn"):
+            continue
+        for messages in _turns(req):
+            text = render_text(QWEN3, messages, req.get("tools"), req.get("chat_template_kwargs"))
+            assert cached.encode(text) == hf_ids(QWEN3, text)
+            turns += 1
+    assert turns > 285
+    assert cached.stats.hits > cached.stats.misses
+
+
+def test_next_turn_encodes_only_new_pieces():
+    """Turn k+1 after turn k: every piece of turn k is a hit; only the new messages are misses."""
+    req = next(r for r in chat_requests() if len(_turns(r)) >= 3)
+    first, second = _turns(req)[-2:]
+    cached = CachedEncoder(fast_encoder(QWEN3))
+    cached.encode(render_text(QWEN3, first, req.get("tools")))
+    misses = cached.stats.misses
+    text = render_text(QWEN3, second, req.get("tools"))
+    assert cached.encode(text) == hf_ids(QWEN3, text)
+    new_messages = len(second) - len(first)
+    assert cached.stats.misses - misses <= 2 * new_messages + 2  # new bodies + the generation-prompt tail
+    assert cached.stats.hits >= len(first)
+
+
+def test_huge_piece_is_not_cached_but_encoded_right():
+    """A 26k-token tool result over max_entry_bytes is encoded correctly and counted too_large;
+    the cache never exceeds its cap."""
+    big = " ".join(f"row {i}: value={i * 7 % 1000}" for i in range(5000))
+    body = f"<tool_response>\n{big}\n</tool_response>"
+    text = f"<|im_start|>user\nhi<|im_end|>\n<|im_start|>user\n{body}<|im_end|>\n"
+    cached = CachedEncoder(fast_encoder(QWEN3), max_bytes=256 * 1024)
+    assert cached.encode(text) == hf_ids(QWEN3, text)
+    assert cached.stats.too_large == 1 and cached.stats.bytes <= 256 * 1024
+    assert cached.encode(text) == hf_ids(QWEN3, text)
+
+
+def test_eviction_keeps_estimated_bytes_under_cap():
+    """Filling a small cache evicts oldest entries; bytes equals the sum of live entry estimates."""
+    enc = fast_encoder(QWEN3)
+    cached = CachedEncoder(enc, max_bytes=20_000)
+    for i in range(200):
+        cached.encode(f"<|im_start|>user\nmessage number {i} with some words<|im_end|>")
+    assert cached.stats.evictions > 0 and cached.stats.bytes <= 20_000
+    live = sum(entry_bytes(p, ids) for p, ids in cached._map.items())
+    assert live == cached.stats.bytes and cached.stats.entries == len(cached._map)
+
+
+def test_threads_share_one_cache_safely():
+    """Four threads encode real conversations through one small shared cache (forcing concurrent
+    inserts and evictions); every result equals HF."""
+    reqs = [r for r in chat_requests() if r["meta"].get("multi_turn")][:24]
+    texts = [render_text(QWEN3, m, r.get("tools")) for r in reqs for m in _turns(r)]
+    expected = [hf_ids(QWEN3, t) for t in texts]
+    cached = CachedEncoder(fast_encoder(QWEN3), max_bytes=200_000)
+    errors: list[int] = []
+
+    def work(k: int) -> None:
+        for _ in range(3):
+            for i in range(k, len(texts), 2):
+                if cached.encode(texts[i]) != expected[i]:
+                    errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(k % 2,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert cached.stats.bytes <= 200_000
+
+
+def test_build_prompt_encoder_picks_the_fast_cached_path():
+    """For Qwen3 the integration entry point returns a CachedEncoder over the FastEncoder; with the
+    cache disabled it returns the FastEncoder itself; both encode like HF."""
+    tok = hf_tokenizer(QWEN3)
+    enc = build_prompt_encoder(tok)
+    assert isinstance(enc, CachedEncoder) and enc.encoder.__class__.__name__ == "FastEncoder"
+    plain = build_prompt_encoder(tok, max_bytes=0)
+    text = "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nÅngström 'LL 1234<|im_end|>"
+    assert enc.encode(text) == plain.encode(text) == hf_ids(QWEN3, text)
+
+
+def test_hf_piece_encoder_cache_matches_hf():
+    """The HF fallback (no fast encoder) can be cached too and stays identical to HF."""
+    tok = hf_tokenizer(QWEN3)
+    cached = CachedEncoder(HFPieceEncoder(tok, tok.get_added_vocab()))
+    text = "<|im_start|>user\n<think>x</think> 你好 😀<|im_end|>\n<|im_start|>assistant\n"
+    assert cached.encode(text) == cached.encode(text) == hf_ids(QWEN3, text)
+
+
+def test_background_build_switches_to_fast_without_changing_ids():
+    """background=True returns at once an HF-backed cache, swaps in the FastEncoder when proven, and
+    gives HF's ids before and after the swap (entries cached before it stay valid)."""
+    tok = hf_tokenizer(QWEN3)
+    text = "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nÅngström 'LL 1234 你好<|im_end|>\n"
+    enc = build_prompt_encoder(tok, background=True)
+    assert isinstance(enc, CachedEncoder)
+    before = enc.encode(text)
+    assert enc.settled.wait(120)
+    assert enc.encoder.__class__.__name__ == "FastEncoder"
+    assert before == enc.encode(text) == enc.encode(text + "more")[: len(before)] == hf_ids(QWEN3, text)
