@@ -45,7 +45,11 @@ def calls(result: ParseResult) -> list[tuple[str, dict]]:
         ('[THINK]Need it.[/THINK]Sure.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', "Need it.", "Sure."),
         ('[THINK]Need it.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', "Need it.", None),
         ('[THINK]Need it.\n[/THINK]\n\n[TOOL_CALLS]get_weather{"city": "Paris"}', "Need it.", None),
-        ('<think>Need it.</think>[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]', "Need it.", None),
+        (
+            '<think>Need it.</think>[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+            "Need it.",
+            None,
+        ),
     ],
 )
 def test_mistral_tool_calls_end_reasoning_and_reach_the_tool_parser(text, reasoning, content):
@@ -130,10 +134,33 @@ def test_unicode_whitespace_before_an_xml_call_is_dropped_and_held_text_is_bound
     """The folded trailing-text hold (``hold_trailing`` with ``ANY_WHITESPACE``) drops any
     Unicode whitespace before a qwen3_coder call like ``str.strip``, and never holds more than
     ``machine.MAX_TRAILING`` characters however long the run."""
-    call = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+    call = (
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
     result = both("qwen3", "qwen3_coder", "</think>Hi\u3000\u00a0\n" + call)
     assert result.content == "Hi"
     assert calls(result) == [("get_weather", {"city": "Paris"})]
     p = parsers.get_parser(None, "qwen3_coder")
     _, _, states = run_stream(p, CTX, ["Hi", " " * (machine.MAX_TRAILING * 4)])
     assert len(states[-1]["t"]["hold"]) <= machine.MAX_TRAILING
+
+
+def test_readme_lists_every_registered_parser_name():
+    """README's Parsers section names every registered reasoning and tool parser (it is the
+    user-facing list of accepted ``--reasoning-parser`` / ``--tool-call-parser`` values)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Parsers", 1)[1].split("\n## ", 1)[0]
+    listed = {
+        kind: line
+        for kind, line in (
+            ("reasoning", section.split("`--reasoning-parser`:", 1)[1].split("\n- ", 1)[0]),
+            ("tool", section.split("`--tool-call-parser`:", 1)[1].split("\n\n", 1)[0]),
+        )
+    }
+    for name in parsers.REASONING_PARSERS:
+        assert f"`{name}`" in listed["reasoning"], name
+    for name in parsers.TOOL_PARSERS:
+        assert f"`{name}`" in listed["tool"], name
