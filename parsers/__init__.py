@@ -2,7 +2,8 @@
 
 Formats are declarative :class:`~parsers.spec.FormatSpec` values in ``parsers.formats``; the
 registry below maps vLLM parser names to ``"module:attribute"`` strings, imported on first use.
-To add a family: write ``parsers/formats/<family>.py`` exposing ``SPEC`` and add its name here.
+To add a family: write ``parsers/formats/<family>_reasoning.py`` or ``<family>_tools.py`` exposing
+``SPEC`` (naming scheme: ``parsers/formats/__init__.py``) and add its name here.
 """
 
 from __future__ import annotations
@@ -31,49 +32,68 @@ __all__ = [
 ]
 
 _REASONING: dict[str, str] = {
-    "deepseek_r1": "parsers.formats.deepseek_r1:SPEC",
+    "deepseek_r1": "parsers.formats.deepseek_r1_reasoning:SPEC",
+    "deepseek_v3": "parsers.formats.deepseek_v3_reasoning:SPEC",
+    "ernie45": "parsers.formats.ernie45_reasoning:SPEC",
+    "gemma4": "parsers.formats.gemma4_reasoning:SPEC",
+    "glm45": "parsers.formats.glm45_reasoning:SPEC",
+    "glm47": "parsers.formats.glm45_reasoning:SPEC",  # vLLM registers the same class for both
+    "granite": "parsers.formats.granite_reasoning:SPEC",
+    "holo2": "parsers.formats.deepseek_v3_reasoning:HOLO2",
+    "hunyuan_a13b": "parsers.formats.hunyuan_a13b_reasoning:SPEC",
+    "hy_v3": "parsers.formats.hy_v3_reasoning:SPEC",
+    "kimi_k2": "parsers.formats.kimi_k2_reasoning:SPEC",
+    "minimax_m2": "parsers.formats.minimax_m2_reasoning:SPEC",
+    "minimax_m2_append_think": "parsers.formats.minimax_m2_reasoning:APPEND_THINK",
+    "mistral": "parsers.formats.mistral_reasoning:SPEC",
+    "nemotron_v3": "parsers.formats.nemotron_v3_reasoning:SPEC",
+    "olmo3": "parsers.formats.olmo3_reasoning:SPEC",
     "gpt-oss": "parsers.formats.harmony:SPEC",
     "openai_gptoss": "parsers.formats.harmony:SPEC",
-    "qwen3": "parsers.formats.qwen3:SPEC",
+    "qwen3": "parsers.formats.qwen3_reasoning:SPEC",
+    "seed_oss": "parsers.formats.seed_oss_reasoning:SPEC",
+    "step3": "parsers.formats.step3_reasoning:SPEC",
+    "step3p5": "parsers.formats.step3p5_reasoning:SPEC",
+    "step5": "parsers.formats.deepseek_r1_reasoning:SPEC",  # vLLM: DeepSeekR1ReasoningParser
 }
 _TOOL: dict[str, str] = {
-    "deepseek_v3": "parsers.formats.deepseek_tools:SPEC",
-    "deepseek_v31": "parsers.formats.deepseek_tools:SPEC_V31",
-    "hermes": "parsers.formats.hermes:SPEC",
-    "kimi_k2": "parsers.formats.kimi_tools:SPEC",
+    "deepseek_v3": "parsers.formats.deepseek_v3_tools:SPEC",
+    "deepseek_v31": "parsers.formats.deepseek_v3_tools:SPEC_V31",
+    "hermes": "parsers.formats.hermes_tools:SPEC",
+    "kimi_k2": "parsers.formats.kimi_k2_tools:SPEC",
     "openai": "parsers.formats.harmony:SPEC",
     "step3": "parsers.formats.step3_tools:SPEC",
-    "qwen3_json": "parsers.formats.hermes:SPEC",
-    # JSON tool-call families (formats.jsontools factory)
-    "ernie45": "parsers.formats.ernie45:SPEC",
-    "gigachat3": "parsers.formats.gigachat3:SPEC",
-    "granite": "parsers.formats.granite:SPEC",
-    "granite-20b-fc": "parsers.formats.granite:SPEC_20B_FC",
-    "granite4": "parsers.formats.granite:SPEC_4",
-    "hunyuan_a13b": "parsers.formats.hunyuan:SPEC",
-    "internlm": "parsers.formats.internlm:SPEC",
-    "jamba": "parsers.formats.jamba:SPEC",
-    "llama3_json": "parsers.formats.llama:SPEC",
-    "llama4_json": "parsers.formats.llama:SPEC",
-    "longcat": "parsers.formats.longcat:SPEC",
-    "mistral": "parsers.formats.mistral:SPEC",
-    "phi4_mini_json": "parsers.formats.phi4mini:SPEC",
-    "xlam": "parsers.formats.xlam:SPEC",
+    "qwen3_json": "parsers.formats.hermes_tools:SPEC",
+    # JSON tool-call families (formats.json_factory)
+    "ernie45": "parsers.formats.ernie45_tools:SPEC",
+    "gigachat3": "parsers.formats.gigachat3_tools:SPEC",
+    "granite": "parsers.formats.granite_tools:SPEC",
+    "granite-20b-fc": "parsers.formats.granite_tools:SPEC_20B_FC",
+    "granite4": "parsers.formats.granite_tools:SPEC_4",
+    "hunyuan_a13b": "parsers.formats.hunyuan_a13b_tools:SPEC",
+    "internlm": "parsers.formats.internlm_tools:SPEC",
+    "jamba": "parsers.formats.jamba_tools:SPEC",
+    "llama3_json": "parsers.formats.llama3_json_tools:SPEC",
+    "llama4_json": "parsers.formats.llama3_json_tools:SPEC",
+    "longcat": "parsers.formats.longcat_tools:SPEC",
+    "mistral": "parsers.formats.mistral_tools:SPEC",
+    "phi4_mini_json": "parsers.formats.phi4_mini_json_tools:SPEC",
+    "xlam": "parsers.formats.xlam_tools:SPEC",
     # XML-style calls (parsers.xmlcalls)
-    "qwen3_coder": "parsers.formats.qwen3_coder:SPEC",
-    "qwen3_xml": "parsers.formats.qwen3_coder:SPEC",
-    "step3p5": "parsers.formats.qwen3_coder:SPEC",
-    "seed_oss": "parsers.formats.seed_oss:SPEC",
-    "glm45": "parsers.formats.glm:SPEC",
-    "glm47": "parsers.formats.glm:SPEC",
-    "minimax_m2": "parsers.formats.minimax_m2:SPEC",
-    "deepseek_v32": "parsers.formats.dsml:V32",
-    "deepseek_v4": "parsers.formats.dsml:V4",
+    "qwen3_coder": "parsers.formats.qwen3_coder_tools:SPEC",
+    "qwen3_xml": "parsers.formats.qwen3_coder_tools:SPEC",
+    "step3p5": "parsers.formats.qwen3_coder_tools:SPEC",
+    "seed_oss": "parsers.formats.seed_oss_tools:SPEC",
+    "glm45": "parsers.formats.glm45_tools:SPEC",
+    "glm47": "parsers.formats.glm45_tools:SPEC",
+    "minimax_m2": "parsers.formats.minimax_m2_tools:SPEC",
+    "deepseek_v32": "parsers.formats.deepseek_v32_tools:V32",
+    "deepseek_v4": "parsers.formats.deepseek_v32_tools:V4",
     # pythonic calls (parsers.pycalls)
-    "pythonic": "parsers.formats.pythonic:SPEC",
-    "llama4_pythonic": "parsers.formats.pythonic:SPEC",
-    "olmo3": "parsers.formats.olmo3:SPEC",
-    "lfm2": "parsers.formats.lfm2:SPEC",
+    "pythonic": "parsers.formats.pythonic_tools:SPEC",
+    "llama4_pythonic": "parsers.formats.pythonic_tools:SPEC",
+    "olmo3": "parsers.formats.olmo3_tools:SPEC",
+    "lfm2": "parsers.formats.lfm2_tools:SPEC",
 }
 
 REASONING_PARSERS: tuple[str, ...] = tuple(sorted(_REASONING))

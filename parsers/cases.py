@@ -40,7 +40,10 @@ PARSER_ALIASES: dict[str, tuple[str | None, str | None]] = {
     "llama3_json / llama4_json": (None, "llama3_json"),
     "xlam (also hunyuan_a13b)": (None, "xlam"),
 }
-SGLANG_NAMES = {"deepseek-r1": "deepseek_r1"}
+#: SGLang reasoning-parser names → ours where the case's semantics match. SGLang's base detector
+#: with force_reasoning=False reads untagged text as content (deepseek_r1: reasoning); the base
+#: case is fully tagged, where both agree. SGLang ``kimi`` (``◁think▷``) has no vLLM parser.
+SGLANG_NAMES = {"deepseek-r1": "deepseek_r1", "base <think>/</think> (force_reasoning=False)": "deepseek_r1"}
 #: A generic tool list for tool-parser cases whose test called the parser without tools.
 PLACEHOLDER_TOOLS = ({"type": "function", "function": {"name": "placeholder", "parameters": {}}},)
 

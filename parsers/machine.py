@@ -11,6 +11,8 @@ State (a JSON-compatible dict, mutated in place and returned by the caller's fac
 * ``j`` (only for specs with ``separators``): per kind 0 = no text yet, 1 = text in the
   current visit, 2 = text earlier and a new visit started (the next text gets the separator).
 * ``ctx`` (only for specs with ``tool_context``): the per-request value the body handler reads.
+* ``ws`` (specs with ``strip_reasoning_tail``): trailing reasoning whitespace held back.
+* ``pre`` (specs with a ``preamble``): whether the preamble is still to be sent.
 
 Cost per ``feed``: O(len(buf) + len(text)) regex work plus the body handler's own linear
 scan; nothing is re-read from earlier chunks. Markers are matched on text: the derender keeps
@@ -72,6 +74,10 @@ def start(
         st["j"] = dict.fromkeys(spec.separators, 0)
     if spec.tool_context is not None:
         st["ctx"] = context
+    if spec.strip_reasoning_tail:
+        st["ws"] = ""
+    if spec.preamble:
+        st["pre"] = True
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
         st["body"] = spec.body.start("", {**spec.body_options, **(options or {})})
     return st
@@ -79,6 +85,10 @@ def start(
 
 def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -> list[Event]:
     """Consume new ``text``; return events in output order. ``final`` holds nothing back."""
+    return _post(spec, st, _scan(spec, st, text, final), final=False)
+
+
+def _scan(spec: FormatSpec, st: dict[str, Any], text: str, final: bool) -> list[Event]:
     table = _compile(spec)
     buf = st["buf"] + text
     st["buf"] = ""
@@ -115,7 +125,7 @@ def feed(spec: FormatSpec, st: dict[str, Any], text: str, final: bool = False) -
 
 def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     """End of stream: flush held-back partial markers as text, close bodies, release holds."""
-    out = feed(spec, st, "", final=True)
+    out = _scan(spec, st, "", final=True)
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
         _handle(spec, st, _body_finish(spec, st), None, out)
     kind = spec.finish_release.get(st["mode"], CONTENT if st["mode"] in spec.hold_trailing else None)
@@ -124,6 +134,30 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
         if kind in (CONTENT, REASONING):
             _new_visit(spec, st, kind)
             _sink(kind, st, _joined(spec, st, kind, hold), out)
+    return _post(spec, st, out, final=True)
+
+
+def _post(spec: FormatSpec, st: dict[str, Any], events: list[Event], final: bool) -> list[Event]:
+    """Per-spec output rules applied to one step's events: the preamble goes first (once);
+    trailing reasoning whitespace is held back while it may still be inner whitespace."""
+    if st.get("pre"):
+        st["pre"] = False
+        events = [(CONTENT, spec.preamble), *events]
+    if not spec.strip_reasoning_tail:
+        return events
+    out: list[Event] = []
+    for ev in events:
+        if ev[0] == REASONING:
+            text = st["ws"] + ev[1]
+            kept = text.rstrip()
+            st["ws"] = text[len(kept) :]
+            if kept:
+                out.append((REASONING, kept))
+        else:
+            st["ws"] = ""  # something else followed: the reasoning tail is dropped
+            out.append(ev)
+    if final:
+        st["ws"] = ""
     return out
 
 
@@ -161,22 +195,11 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
         st["hold"] = text[len(text) - keep :]
         text = text[: len(text) - keep]
     sink = spec.modes[mode]
-    if mode in spec.hold_ws:
-        _sink_held_ws(st, text, out)
-    else:
-        _sink(sink, st, _joined(spec, st, sink, text), out)
+    _sink(sink, st, _joined(spec, st, sink, text), out)
     limit = spec.hold_limit.get(mode)
     if limit is not None and len(st["hold"]) > limit[0]:
         _apply(spec, st, limit[1], "", out)  # not a header after all: bounded state
     return None
-
-
-def _sink_held_ws(st: dict[str, Any], text: str, out: list[Event]) -> None:
-    """Content whose trailing whitespace waits in ``hold`` (``FormatSpec.hold_ws``)."""
-    text = st["hold"] + text
-    kept = text.rstrip()
-    _sink(CONTENT, st, kept, out)
-    st["hold"] = text[len(kept) :]
 
 
 def _joined(spec: FormatSpec, st: dict[str, Any], kind: str, text: str) -> str:
@@ -302,7 +325,7 @@ def _handle(
     back = back or spec.reject_mode
     for ev in events:
         if ev[0] == "name":
-            if spec.hold_trailing or spec.hold_ws:
+            if spec.hold_trailing:
                 st["hold"] = ""  # withheld text before a committed call is dropped
             out.append(("name", st["n"], *ev[1:]))  # (name[, native id])
             st["n"] += 1
@@ -310,7 +333,7 @@ def _handle(
             out.append(("args", st["n"] - 1, ev[1]))
         elif ev[0] == "reject":
             rejected = True
-            held = st["hold"] if spec.hold_trailing or spec.hold_ws else ""
+            held = st["hold"] if spec.hold_trailing else ""
             if held:
                 st["hold"] = ""
             _sink(CONTENT, st, held, out)

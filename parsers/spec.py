@@ -39,15 +39,17 @@ Example (a minimal ``<think>`` reasoning format)::
         initial_mode="R", reasoning_modes=frozenset({"R"}),
     )
 
-Adding a family (see ``formats/hermes.py`` and ``formats/qwen3.py``):
+Adding a family (see ``formats/hermes_tools.py`` and ``formats/qwen3_reasoning.py``):
 
-1. Write ``parsers/formats/<family>.py`` exposing ``SPEC``; reuse a factory when one fits
-   (``formats.think.think_spec`` for ``<think>``-style reasoning, ``formats.hermes.hermes_spec``
-   for ``<tag>{json}</tag>`` calls, ``formats.jsontools.json_tool_spec`` for any start marker
-   followed by a JSON call object or array: llama, granite, jamba, xlam, mistral ...,
-   ``formats.xml.xml_spec`` with a ``parsers.xmlcalls.XmlTags`` for XML-style calls,
-   ``formats.pythonic.pythonic_spec`` for pythonic calls, ``parsers.rawargs.RawArgs`` with a
-   routed header for verbatim arguments between special tokens: kimi, deepseek, harmony),
+1. Write ``parsers/formats/<family>_reasoning.py`` or ``<family>_tools.py`` (naming scheme in
+   ``parsers/formats/__init__.py``) exposing ``SPEC``; reuse a factory when one fits
+   (``formats.think_factory.think_spec`` for ``<think>``-style reasoning,
+   ``formats.hermes_tools.hermes_spec`` for ``<tag>{json}</tag>`` calls,
+   ``formats.json_factory.json_tool_spec`` for any start marker followed by a JSON call object
+   or array: llama, granite, jamba, xlam, mistral ..., ``formats.xml_factory.xml_spec`` with a
+   ``parsers.xmlcalls.XmlTags`` for XML-style calls, ``formats.pythonic_factory.pythonic_spec``
+   for pythonic calls, ``parsers.rawargs.RawArgs`` with a routed header for verbatim arguments
+   between special tokens: kimi, deepseek, harmony),
    else build a ``FormatSpec`` as above. Every special token the format reads must be a
    marker text (even one only the body handler reads), so the derender keeps that token's
    text. Schema-aware formats set ``tool_context`` (e.g. ``parsers.arguments.tool_types``)
@@ -76,6 +78,11 @@ DROP = "drop"
 HOLD = "hold"
 BODY = "body"
 SINKS = frozenset({CONTENT, REASONING, DROP, HOLD, BODY})
+#: Every character ``str.isspace`` accepts: ``text.rstrip(ANY_WHITESPACE) == text.rstrip()``.
+ANY_WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 #: An engine event: ``("content", text)``, ``("reasoning", text)``, ``("name", index, name[, id])``,
 #: ``("args", index, fragment)``; handlers emit ``("name", name)`` or ``("name", name, id)``,
@@ -164,9 +171,12 @@ class FormatSpec:
         separators: sink kind (``"content"``/``"reasoning"``) -> text put between the texts
             of two separate visits to modes of that kind (Harmony joins messages with ``\n``).
         hold_trailing: content mode -> characters whose trailing run is withheld (in
-            ``state["hold"]``) until more text shows it is not the end of the content: dropped
-            when a body then commits a call (e.g. the ``\n`` before ``<tool_call>``), released
-            as content otherwise (other transitions, rejected bodies, end of stream).
+            ``state["hold"]``, at most ``machine.MAX_TRAILING`` of them) until more text shows
+            it is not the end of the content: dropped when a body then commits a call (e.g. the
+            ``\n`` before ``<tool_call>``; content is stripped when tools are called), released
+            as content otherwise (other transitions unless their ``release`` says otherwise,
+            rejected bodies before their raw text, end of stream unless ``finish_release``
+            says otherwise). ``ANY_WHITESPACE`` holds all whitespace (Python ``str.strip``).
         call_id: native tool-call ids: ``call_id(position, name)`` where ``position`` counts
             the calls of the conversation (``history_tool_call_cnt`` + call index); the id is
             sent on the call's first delta (Mistral 9-char ids).
@@ -176,16 +186,17 @@ class FormatSpec:
             ``feed(st, text, ctx)`` / ``finish(st, ctx)``, so later chunks need no request.
         strip_on_none: tool specs only: with ``tool_choice="none"`` the format still runs and its
             markup is removed, only the calls are dropped (vLLM engine parsers).
-        hold_ws: content modes whose trailing whitespace is held in ``state["hold"]`` until
-            non-whitespace text of the mode follows (then released as content), a transition's
-            ``release`` decides, or ``finish_release`` at end of stream. In such specs a body's
-            first call drops the held whitespace (content is stripped when tools are called) and
-            a rejected body releases it before its raw text.
         forced_mode: ``guided_json=False`` specs: initial mode when ``tool_choice`` is
             required/named (e.g. Mistral: a bare JSON array may start the output).
         reject_to_origin: a rejected body's text goes to the sink of the mode the body started
             from, and the engine returns there (instead of ``reject_mode``): a ``{`` in prose
             after a llama call is dropped with that prose, before the first call it is content.
+        strip_reasoning_tail: reasoning specs: trailing whitespace of reasoning is held back
+            (``state["ws"]``) and sent only when more reasoning text follows; it is dropped
+            when anything else follows or the stream ends (vLLM engine
+            ``strip_trailing_reasoning_whitespace``, e.g. ``\n</think>``).
+        preamble: text sent as content once, before anything else of the output, even for
+            an empty output (``minimax_m2_append_think`` prepends ``<think>``).
     """
 
     name: str
@@ -213,9 +224,10 @@ class FormatSpec:
     call_id: Callable[[int, str], str] | None = None
     tool_context: Callable[[Any], Any] | None = None
     strip_on_none: bool = False
-    hold_ws: frozenset[str] = frozenset()
     forced_mode: str | None = None
     reject_to_origin: bool = False
+    strip_reasoning_tail: bool = False
+    preamble: str = ""
 
     def __post_init__(self) -> None:
         _check(self)

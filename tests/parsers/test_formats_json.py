@@ -14,7 +14,7 @@ import pytest
 from conftest import model_dir
 
 import parsers
-from parsers.formats.mistral import mistral_id
+from parsers.formats.mistral_tools import mistral_id
 from parsers.harness import call_delta_problems, run_stream
 from parsers.types import ParseContext, ParseResult
 

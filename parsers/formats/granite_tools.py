@@ -13,12 +13,12 @@
   marker. Deliberate difference: vLLM streaming needs the marker at the very start (xfail
   upstream); we find it anywhere in both modes.
 
-All three drop trailing whitespace of content before a call (see ``jsontools``).
+All three drop trailing whitespace of content before a call (see ``json_factory``).
 """
 
 from __future__ import annotations
 
-from .jsontools import json_tool_spec
+from .json_factory import json_tool_spec
 
 SPEC = json_tool_spec(
     "granite", starts=("<|tool_call|>", "<tool_call>"), after="content", options={"array": True}

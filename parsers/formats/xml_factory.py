@@ -5,7 +5,7 @@ Modes: ``C`` content, ``B`` call block (body), ``A`` after a block, ``D`` after 
 text after it is dropped. Options (parsers.md sections 3, 9.5):
 
 * ``strip``: content is stripped when tools are called (qwen3_coder, glm, minimax): trailing
-  whitespace of content waits (``FormatSpec.hold_ws``) and is dropped when a call follows;
+  whitespace of content waits (``FormatSpec.hold_trailing``) and is dropped when a call follows;
   whitespace-only text between and after calls is dropped; text after a call is kept (BR32).
   Leading whitespace of content that is followed by text before the call is kept (a stream
   cannot know yet that a call will follow; vLLM's streaming keeps it too).
@@ -21,7 +21,7 @@ text after it is dropped. Options (parsers.md sections 3, 9.5):
 from __future__ import annotations
 
 from ..arguments import tool_types
-from ..spec import BODY, CONTENT, DROP, HOLD, FormatSpec, Transition
+from ..spec import ANY_WHITESPACE, BODY, CONTENT, DROP, HOLD, FormatSpec, Transition
 from ..xmlcalls import XmlCalls, XmlTags
 
 
@@ -55,7 +55,7 @@ def xml_spec(
         reject_mode="C",
         guided_json=guided_json,
         tool_context=tool_types,
-        hold_ws=frozenset({"C"}) if strip else frozenset(),
+        hold_trailing={"C": ANY_WHITESPACE} if strip else {},
         strip_on_none=True,
     )
 

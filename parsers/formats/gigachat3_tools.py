@@ -9,7 +9,7 @@ call is dropped. vLLM parses one call; further calls are accepted here.
 
 from __future__ import annotations
 
-from .jsontools import json_tool_spec
+from .json_factory import json_tool_spec
 
 SPEC = json_tool_spec(
     "gigachat3",

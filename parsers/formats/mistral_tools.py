@@ -31,7 +31,7 @@ from typing import Any
 
 from ..jsoncalls import JsonCalls
 from ..spec import CONTENT, Event, Transition
-from .jsontools import WHITESPACE, json_tool_spec
+from .json_factory import WHITESPACE, json_tool_spec
 
 _JSON = JsonCalls()
 _ARGS = "[ARGS]"

@@ -11,7 +11,7 @@ when there is no call).
 from __future__ import annotations
 
 from ..spec import CONTENT, Transition
-from .jsontools import json_tool_spec
+from .json_factory import json_tool_spec
 
 SPEC = json_tool_spec(
     "hunyuan_a13b",

@@ -8,6 +8,6 @@ Text after the array is dropped except further calls.
 
 from __future__ import annotations
 
-from .jsontools import json_tool_spec
+from .json_factory import json_tool_spec
 
 SPEC = json_tool_spec("jamba", starts=("<tool_calls>",), options={"array": True})

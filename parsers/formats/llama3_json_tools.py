@@ -16,7 +16,7 @@ is given back as content as soon as it cannot be a call. The markers are dropped
 
 from __future__ import annotations
 
-from .jsontools import json_tool_spec
+from .json_factory import json_tool_spec
 
 SPEC = json_tool_spec(
     "llama3_json",

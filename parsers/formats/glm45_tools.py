@@ -9,7 +9,7 @@ when tools are called; required/named tool choice parse this native syntax.
 from __future__ import annotations
 
 from ..xmlcalls import XmlTags
-from .xml import xml_spec
+from .xml_factory import xml_spec
 
 TAGS = XmlTags(
     block_end="</tool_call>",

@@ -8,6 +8,6 @@ call object stays content.
 
 from __future__ import annotations
 
-from .jsontools import json_tool_spec
+from .json_factory import json_tool_spec
 
 SPEC = json_tool_spec("ernie45", starts=("<tool_call>",), trim="\n")

@@ -21,7 +21,7 @@ wrapper is plain content, and an ``invoke`` without a wrapper is still a call.
 from __future__ import annotations
 
 from ..xmlcalls import XmlTags
-from .xml import xml_spec
+from .xml_factory import xml_spec
 
 _D = "｜DSML｜"
 

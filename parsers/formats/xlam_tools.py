@@ -11,7 +11,7 @@ is random, nothing depends on its shape).
 
 from __future__ import annotations
 
-from .jsontools import json_tool_spec
+from .json_factory import json_tool_spec
 
 SPEC = json_tool_spec(
     "xlam",

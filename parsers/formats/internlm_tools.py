@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..spec import CONTENT, HOLD, Transition
-from .jsontools import json_tool_spec
+from .json_factory import json_tool_spec
 
 _SPEC = json_tool_spec(
     "internlm",

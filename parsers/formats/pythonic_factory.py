@@ -1,14 +1,11 @@
-"""``pythonic`` / ``llama4_pythonic`` tool calls (Llama 3.2/4 pythonic, ToolACE; vLLM 0.33
-``PythonicToolParser`` / ``Llama4PythonicToolParser``), and the factory the other pythonic
-families (``olmo3``, ``lfm2``) use.
+"""Factory for pythonic tool-call specs (``pythonic``, ``llama4_pythonic``, ``olmo3``, ``lfm2``).
 
-Wire format: ``[get_weather(city='Paris', days=3), get_time()]`` at the start of the output
-(after whitespace), optionally wrapped in ``<|python_start|>…<|python_end|>`` (anywhere).
-Arguments are Python literals converted to JSON (:mod:`parsers.pycalls`).
+Shared rules (vLLM 0.33 ``PythonicToolParser`` family; arguments are Python literals converted
+to JSON by :mod:`parsers.pycalls`):
 
 * Text after a call list is content, and a later list after it is parsed too (BR33: vLLM
   streaming keeps the call and drops the prose while its batch errors; SGLang keeps both).
-  Text before ``<|python_start|>`` is content; a ``[`` later in prose is plain text.
+  Text before a start marker is content; a ``[`` later in prose is plain text.
 * A list that is not a call list (``[1, 2]``) is content; names may start with ``_`` (BR33).
 * Whitespace around the calls is dropped; whitespace between prose and a list is kept.
 """
@@ -19,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..pycalls import PyCalls
-from ..spec import BODY, CONTENT, HOLD, FormatSpec, Transition
+from ..spec import ANY_WHITESPACE, BODY, CONTENT, HOLD, FormatSpec, Transition
 
 
 def pythonic_spec(
@@ -64,8 +61,5 @@ def pythonic_spec(
         body_end_mode="A",
         reject_mode="C",
         body_options=dict(options or {}),
-        hold_ws=frozenset({"S"}),
+        hold_trailing={"S": ANY_WHITESPACE},
     )
-
-
-SPEC = pythonic_spec("pythonic", starts=("<|python_start|>",), lead=("[",), drops=("<|python_end|>",))

@@ -9,7 +9,7 @@ called.
 from __future__ import annotations
 
 from ..xmlcalls import XmlTags
-from .xml import xml_spec
+from .xml_factory import xml_spec
 
 _NAME = r"""\s+name\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))\s*"""
 

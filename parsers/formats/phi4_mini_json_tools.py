@@ -8,6 +8,6 @@ upstream); we stream with the shared JSON-array body, and batch equals stream.
 
 from __future__ import annotations
 
-from .jsontools import json_tool_spec
+from .json_factory import json_tool_spec
 
 SPEC = json_tool_spec("phi4_mini_json", starts=("functools",), options={"array": True})

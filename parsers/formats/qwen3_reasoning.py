@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .think import CONTENT_MODE, REASONING_MODE, prompt_decides, think_spec
+from .think_factory import CONTENT_MODE, REASONING_MODE, prompt_decides, think_spec
 
 
-def _thinking(kwargs: Mapping[str, Any]) -> str:
+def thinking_mode(kwargs: Mapping[str, Any]) -> str:
+    """``enable_thinking`` (default True) → reasoning, False → content (the Qwen3 engine rule)."""
     return CONTENT_MODE if kwargs.get("enable_thinking", True) is False else REASONING_MODE
 
 
@@ -28,6 +29,6 @@ SPEC = think_spec(
     "qwen3",
     implicit_ends=(("<tool_call>", "</tool_call>"),),
     drop_stray_end=True,
-    choose_mode=prompt_decides(_thinking),
+    choose_mode=prompt_decides(thinking_mode),
     turn_boundaries=("<|im_start|>", "<|im_end|>"),
 )

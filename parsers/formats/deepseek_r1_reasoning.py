@@ -12,10 +12,9 @@ behaviour; its batch drops it) — our batch always equals our stream.
 
 from __future__ import annotations
 
-from .think import REASONING_MODE, prompt_decides, think_spec
+from .think_factory import REASONING_MODE, prompt_decides, think_spec
 
-SPEC = think_spec(
-    "deepseek_r1",
-    choose_mode=prompt_decides(REASONING_MODE),
-    turn_boundaries=("<|im_start|>", "<|im_end|>", "<｜User｜>", "<｜Assistant｜>"),
-)
+#: Turn tokens of the templates R1-style parsers run under (Qwen-based distills, DeepSeek).
+TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>", "<｜User｜>", "<｜Assistant｜>")
+
+SPEC = think_spec("deepseek_r1", choose_mode=prompt_decides(REASONING_MODE), turn_boundaries=TURN_BOUNDARIES)

@@ -8,7 +8,7 @@ leading-zero integers, sets, reserved keyword names, and nested quotes of the sa
 
 from __future__ import annotations
 
-from .pythonic import pythonic_spec
+from .pythonic_factory import pythonic_spec
 
 SPEC = pythonic_spec(
     "lfm2",

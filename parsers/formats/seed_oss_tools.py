@@ -8,7 +8,7 @@ choice parse guided JSON.
 
 from __future__ import annotations
 
-from .xml import qwen3_tags, xml_spec
+from .xml_factory import qwen3_tags, xml_spec
 
 SPEC = xml_spec(
     "seed_oss",

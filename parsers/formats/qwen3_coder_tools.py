@@ -24,6 +24,6 @@ Wire format::
 
 from __future__ import annotations
 
-from .xml import qwen3_tags, xml_spec
+from .xml_factory import qwen3_tags, xml_spec
 
 SPEC = xml_spec("qwen3_coder", ("<tool_call>",), qwen3_tags(), bare=("<function=",))
