@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import http, inproc, stream
+from . import http_servers, inproc, stream
 from .data import shared_dir
 from .table import Results, render_table
 
@@ -42,9 +42,9 @@ SECTIONS: dict[str, Callable[[Results, Any], None]] = {
     "multiturn": inproc.multiturn,
     "stream": stream.stream,
     "body": stream.body_size,
-    "http": http.workers,
+    "http": http_servers.workers,
     "gil": inproc.gil,
-    "peer": http.peer,
+    "peer": http_servers.peer,
 }
 
 
@@ -93,7 +93,7 @@ class Context:
     def server(self, workers: int) -> Any:
         """A running server with ``workers`` workers and the qwen3/hermes parsers (started once)."""
         if workers not in self.servers:
-            self.servers[workers] = http.Server(self.model, workers, http.PARSER_FLAGS)
+            self.servers[workers] = http_servers.Server(self.model, workers, http_servers.PARSER_FLAGS)
         return self.servers[workers]
 
     def close(self) -> None:
