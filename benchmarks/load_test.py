@@ -17,6 +17,14 @@ Chat requests come from ``--requests FILE`` (JSONL with ``messages``/``tools``, 
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# Run as a script, this folder heads sys.path and its http.py would shadow the standard library's
+# ``http`` (httpx imports it): drop it. ``python -m benchmarks.load_test`` needs no such care.
+if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
 import argparse
 import asyncio
 import ipaddress
@@ -27,7 +35,6 @@ import random
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from urllib.parse import urlparse
@@ -44,6 +51,8 @@ BUILTIN_CHATS = [
     {"messages": [{"role": "user", "content": "Summarise: " + "the quick brown fox " * 200}]},
 ]
 TEXT = "Sure! Here is a short answer: Paris is the capital of France. Anything else?"
+#: Derendered output: reasoning then content (exercises ``--reasoning-parser`` when set).
+OUTPUT = "<think>The user asks for the capital of France. It is Paris.</think>\n\n" + TEXT
 
 
 def loopback_only(url: str) -> None:
@@ -127,14 +136,15 @@ async def scenario(client: httpx.AsyncClient, stats: Stats, chats: list[dict], i
         return 1
     if pick < 0.85:
         body = {"generate_response": {"request_id": "chatcmpl-load", "choices": [
-            {"index": 0, "token_ids": ids, "finish_reason": "stop"}]}}
+            {"index": 0, "token_ids": ids, "finish_reason": "stop"}]}, "chat_request": {}}
         await call(client, stats, "chat_derender", "/v1/chat/completions/derender", body)
         return 1
     return await stream(client, stats, ids)
 
 
 async def stream(client: httpx.AsyncClient, stats: Stats, ids: list[int]) -> int:
-    """A 3-chunk streaming derender, echoing stream_state; stops at the first failure."""
+    """A 3-chunk streaming derender carrying the real stream_state from chunk to chunk (the
+    first call sends ``chat_request``, later ones only the state); stops at the first failure."""
     state, sent = None, 0
     step = max(1, len(ids) // 3)
     for i in range(0, len(ids), step):
@@ -142,6 +152,8 @@ async def stream(client: httpx.AsyncClient, stats: Stats, ids: list[int]) -> int
         body = {"stream": True, "stream_state": state, "prompt_token_ids": [1, 2, 3],
                 "generate_chunk": {"request_id": "chatcmpl-load", "choices": [
                     {"index": 0, "token_ids": ids[i:i + step], "finish_reason": "stop" if last else None}]}}
+        if state is None:
+            body["chat_request"] = {}  # first call only: later calls carry the state
         answer = await call(client, stats, "chat_derender_stream", "/v1/chat/completions/derender", body)
         sent += 1
         if answer is None:
@@ -174,7 +186,7 @@ async def run(args: argparse.Namespace, pid: int | None) -> dict:
     chats = load_chats(args.requests)
     limits = httpx.Limits(max_connections=args.concurrency)
     async with httpx.AsyncClient(base_url=args.url, timeout=args.timeout, limits=limits) as client:
-        tok = await client.post("/tokenize", json={"prompt": TEXT})
+        tok = await client.post("/tokenize", json={"prompt": OUTPUT, "add_special_tokens": False})
         ids = tok.json().get("tokens", []) if tok.status_code == 200 else list(range(100, 130))
         deadline = time.monotonic() + args.duration
         budget = [args.max_requests]
@@ -198,7 +210,15 @@ async def run(args: argparse.Namespace, pid: int | None) -> dict:
     errors = sum(stats.errors.values())
     return {"duration_s": round(elapsed, 2), "requests": total, "rate_rps": round(total / elapsed, 1),
             "errors": errors, "status": dict(stats.status), "error_kinds": dict(stats.errors.most_common(10)),
-            "latency": stats.report(), "rss_mb": rss, "concurrency": args.concurrency}
+            "latency": stats.report(), "rss_mb": rss, "rss_start_mid_end_mb": rss_summary(rss),
+            "concurrency": args.concurrency}
+
+
+def rss_summary(rss: list[tuple[float, float | None]]) -> list[float | None]:
+    """RSS (MiB) at the first, middle and last samples: flat memory shows as three close values."""
+    if not rss:
+        return []
+    return [rss[0][1], rss[len(rss) // 2][1], rss[-1][1]]
 
 
 def spawn(flags: list[str]) -> tuple[subprocess.Popen, str]:

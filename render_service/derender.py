@@ -192,7 +192,8 @@ def _chat_stream(bundle: ModelBundle, settings: Settings, req: DerenderChatStrea
     if req.stream_state is None and pipe.parser is not None and req.chat_request is None:
         raise InvalidRequest(PARSER_NEEDS_REQUEST_STREAM, param="chat_request")
     state = open_state(bundle, settings, pipe, req, req.chat_request, chat_lp_limit(req.chat_request))
-    out, state = stream_step(bundle, settings, pipe, state, req.generate_chunk)
+    out, state = stream_step(bundle, settings, pipe, state, req.generate_chunk,
+                             resumed=req.stream_state is not None)
     choices = []
     if out is not None:
         choice = req.generate_chunk.choices[0]

@@ -127,7 +127,8 @@ def completion_stream(
     pipe = _plain(pipeline_for(bundle, settings))
     opts = req.completion_request
     state = open_state(bundle, settings, pipe, req, opts, _completion_lp_limit(opts))
-    out, state = stream_step(bundle, settings, pipe, state, req.generate_chunk)
+    out, state = stream_step(bundle, settings, pipe, state, req.generate_chunk,
+                             resumed=req.stream_state is not None)
     choices = []
     if out is not None:
         choice = req.generate_chunk.choices[0]

@@ -8,12 +8,13 @@ more than one choice per stream chunk).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from . import detokenize, logprobs, stop_strings
-from .errors import InvalidRequest
+from .errors import InvalidRequest, InvalidStreamState, RenderServiceError
 from .models import ModelBundle, check_model
 from .pipeline import Pipeline, StepOutput, advance
 from .protocol.derender import (
@@ -26,6 +27,8 @@ from .protocol.derender import (
 )
 from .settings import Settings
 from .stream_state import decode_state, encode_state
+
+logger = logging.getLogger(__name__)
 
 # --- request facts → initial state ---------------------------------------------------------
 
@@ -137,8 +140,36 @@ def stream_step(
     pipe: Pipeline,
     state: StreamState,
     gen: GenerateTokensStreamResponse,
+    resumed: bool = False,
 ) -> tuple[StepOutput | None, StreamState]:
-    """Advance the one choice of a generate chunk; ``None`` output for usage-only or finished."""
+    """Advance the one choice of a generate chunk; ``None`` output for usage-only or finished.
+
+    ``resumed``: ``state`` was decoded from the client's ``stream_state``. Such a state passed
+    framing, signature and field-type checks, but its nested parser and detokenizer values are
+    not checked field by field (signing makes them trusted); one that is inconsistent anyway
+    (unsigned states allowed, or a leaked key) makes the step fail, reported as
+    :class:`InvalidStreamState` (400) instead of a 500.
+    """
+    if not resumed:
+        return _step(bundle, settings, pipe, state, gen)
+    try:
+        return _step(bundle, settings, pipe, state, gen)
+    except RenderServiceError:
+        raise
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError, AssertionError) as exc:
+        logger.warning("stream_state accepted but inconsistent: %s: %s", type(exc).__name__, exc)
+        raise InvalidStreamState(
+            f"invalid stream_state: inconsistent parser or detokenizer state ({type(exc).__name__})"
+        ) from None
+
+
+def _step(
+    bundle: ModelBundle,
+    settings: Settings,
+    pipe: Pipeline,
+    state: StreamState,
+    gen: GenerateTokensStreamResponse,
+) -> tuple[StepOutput | None, StreamState]:
     if len(gen.choices) > 1:
         raise InvalidRequest(
             f"derender stream expects at most one choice per chunk (got {len(gen.choices)})."

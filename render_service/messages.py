@@ -96,6 +96,8 @@ def _part_text(part: Any, where: str) -> str:
     if not isinstance(part, dict):
         raise InvalidRequest("content parts must be objects", param=where)
     kind = part.get("type", "text")
+    if not isinstance(kind, str):
+        raise InvalidRequest("content part `type` must be a string", param=f"{where}.type")
     if kind in TEXT_PART_TYPES and isinstance(part.get("text"), str):
         return part["text"]
     if kind == "refusal" and isinstance(part.get("refusal"), str):

@@ -1,20 +1,23 @@
 """OpenAPI request-body schemas for the POST routes (so schema-driven fuzzers send real shapes).
 
-Hook: :data:`BODY_MODELS` maps each route to the dotted name of its pydantic request model in
-``render_service.protocol``. While a model is not there yet (or fails to import), the route is
-described as a generic JSON object. Union models (stream / non-stream) are fine: the schema is
-whatever ``TypeAdapter(model).json_schema`` produces, with its ``$defs`` moved to
-``components/schemas``.
+Hook: :data:`BODY_MODELS` maps each route to its pydantic request model(s) in
+``render_service.protocol`` (``"module:Name"``; several names joined by ``|`` for a body that is
+one of several shapes, e.g. derender's batch and streaming bodies). Several models, or a model that
+is itself a union, are described as ``oneOf`` (the shapes are exclusive: ``stream`` tells them
+apart). The schema is what ``TypeAdapter(model).json_schema`` produces, with its ``$defs`` moved
+to ``components/schemas``. A model that fails to import leaves the route a generic JSON object.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any
+from typing import Any, Union
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+
+from .messages import ROLES
 
 logger = logging.getLogger(__name__)
 
@@ -24,11 +27,41 @@ GENERIC_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True
 BODY_MODELS: dict[str, str] = {
     "/v1/chat/completions/render": "render_service.protocol.chat:ChatCompletionRequest",
     "/v1/completions/render": "render_service.protocol.completion:CompletionRequest",
-    "/v1/chat/completions/derender": "render_service.protocol.derender:DerenderChatRequestBody",
-    "/v1/completions/derender": "render_service.protocol.derender:DerenderCompletionRequestBody",
+    "/v1/chat/completions/derender":
+        "render_service.protocol.derender:DerenderChatRequest|DerenderChatStreamRequest",
+    "/v1/completions/derender":
+        "render_service.protocol.derender:DerenderCompletionRequest|DerenderCompletionStreamRequest",
     "/tokenize": "render_service.protocol.tokenize:TokenizeRequest",
     "/detokenize": "render_service.protocol.tokenize:DetokenizeRequest",
 }
+
+
+#: One chat message as :mod:`render_service.messages` accepts it (the wire model keeps
+#: ``messages`` as plain JSON; this gives its items their OpenAI shape in the spec).
+MESSAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["role"],
+    "properties": {
+        "role": {"type": "string", "enum": sorted(ROLES)},
+        "content": {"anyOf": [
+            {"type": "string"}, {"type": "null"},
+            {"type": "array", "items": {"type": "object", "required": ["type"], "properties": {
+                "type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}}}},
+        ]},
+        "name": {"type": "string"},
+        "tool_call_id": {"type": "string"},
+        "reasoning_content": {"type": "string"},
+    },
+}
+
+
+def _describe_messages(schema: dict[str, Any], defs: dict[str, Any]) -> None:
+    """Give untyped ``messages`` items (``list[Any]``) :data:`MESSAGE_SCHEMA`, in place."""
+    for node in [schema, *defs.values()]:
+        messages = node.get("properties", {}).get("messages")
+        if messages is not None and messages.get("type") == "array" and not messages.get("items"):
+            messages["items"] = MESSAGE_SCHEMA
+            messages.setdefault("minItems", 1)
 
 
 def body_schema(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -36,16 +69,20 @@ def body_schema(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
     target = BODY_MODELS.get(path)
     if not target:
         return GENERIC_OBJECT, {}
-    module, _, name = target.partition(":")
+    module, _, names = target.partition(":")
     try:
         from pydantic import TypeAdapter
 
-        model = getattr(importlib.import_module(module), name)
+        models = [getattr(importlib.import_module(module), name) for name in names.split("|")]
+        model = models[0] if len(models) == 1 else Union[tuple(models)]  # noqa: UP007
         schema = TypeAdapter(model).json_schema(ref_template="#/components/schemas/{model}")
-    except Exception as exc:  # not written yet, or not schema-able: stay generic
-        logger.debug("no request model for %s (%s): generic object schema", path, exc)
+    except Exception as exc:  # not schema-able: stay generic
+        logger.warning("no request model for %s (%s): generic object schema", path, exc)
         return GENERIC_OBJECT, {}
     defs = schema.pop("$defs", {})
+    _describe_messages(schema, defs)
+    if "anyOf" in schema and set(schema) <= {"anyOf", "title", "description"}:
+        schema["oneOf"] = schema.pop("anyOf")  # exclusive shapes (stream true / false)
     return schema, defs
 
 
