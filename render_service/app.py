@@ -33,10 +33,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import derender, metrics, openapi_bodies, render
 from .auth import ApiKeyAuth, ensure_stream_state_keys
-from .errors import InvalidRequest, RenderServiceError, error_body, to_error_body
+from .errors import MalformedBody, RenderServiceError, error_body, to_error_body
 from .limits import BodyLimits, BodySizeLimit, WorkerPool, check_body
 from .models import ModelBundle, load_bundle
 from .observe import Observe
+from .pipeline import pipeline_for
 from .server import install_drain_handler
 from .settings import Settings
 from .stream_state import config_fingerprint
@@ -55,6 +56,10 @@ def json_response(content: Any, status_code: int = 200, headers: dict[str, str] 
 def validation_message(exc: ValidationError | RequestValidationError) -> tuple[str, str | None]:
     """Upstream-style message ``"N validation error(s):\\n  {...}"`` and the dotted ``param``."""
     errors = exc.errors()
+    # Bodies are validated here from the parsed dict; upstream (FastAPI) paths start at "body".
+    prefix: tuple[str, ...] = () if isinstance(exc, RequestValidationError) else ("body",)
+    for err in errors:
+        err["loc"] = prefix + tuple(err.get("loc", ()))
     lines = []
     for err in errors[:10]:
         loc = ".".join(str(p) for p in err.get("loc", ()))
@@ -69,12 +74,14 @@ async def read_json(request: Request) -> Any:
     """Parse the body as JSON; wrong media type or bad JSON → 400 in the upstream shape."""
     ctype = request.headers.get("content-type", "")
     if ctype and not ctype.split(";")[0].strip().lower().endswith("json"):
-        raise InvalidRequest("Unsupported Media Type: Only 'application/json' is allowed")
+        raise MalformedBody(
+            "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
+        )
     raw = await request.body()
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(f"Request body is not valid JSON: {exc}") from None
+        raise MalformedBody(f"1 validation error:\n  JSON decode error: {exc}") from None
 
 
 def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI:
@@ -87,6 +94,9 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
         if getattr(app.state, "bundle", None) is None:
             app.state.bundle = await run_in_threadpool(load_bundle, settings)
+        # Build the derender pipeline now: an unknown parser name fails start-up (not every
+        # request), and the first derender does not pay for the parser and detokenizer tables.
+        await run_in_threadpool(pipeline_for, app.state.bundle, settings)
         encoder = app.state.bundle.prompt_encoder
         if encoder is not None and hasattr(encoder, "observer"):
             cache = metrics.register_cache("prompt_prefix")

@@ -180,10 +180,27 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     )
 
 
+def check_parser_names(reasoning_parser: str | None, tool_call_parser: str | None) -> None:
+    """Refuse to start with a parser name the library does not know (vLLM fails start-up too).
+
+    Raises:
+        SystemExit: with the unknown name and the accepted names.
+    """
+    import parsers
+
+    for flag, name, known in (
+        ("--reasoning-parser", reasoning_parser, parsers.REASONING_PARSERS),
+        ("--tool-call-parser", tool_call_parser, parsers.TOOL_PARSERS),
+    ):
+        if name and name != "none" and name not in known:
+            raise SystemExit(f"{flag} {name!r} is not a known parser; choose one of: {', '.join(known)}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.enable_auto_tool_choice and not args.tool_call_parser:
         raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
+    check_parser_names(args.reasoning_parser, args.tool_call_parser)
     from .auth import ensure_stream_state_keys
     from .logging_setup import configure_logging
     from .server import serve

@@ -113,6 +113,7 @@ def _table_agrees(tokenizer: Any, table: tuple[bytes, ...]) -> bool:
 
 
 _CACHE: dict[int, tuple[Any, Detokenizer]] = {}
+_MAX_CACHED = 8
 
 
 def detokenizer_for(tokenizer: Any, *, force_window: bool = False) -> Detokenizer:
@@ -127,6 +128,8 @@ def detokenizer_for(tokenizer: Any, *, force_window: bool = False) -> Detokenize
         table = None
     detok = Detokenizer(tokenizer=tokenizer, token_bytes=table)
     _CACHE[key] = (tokenizer, detok)
+    while len(_CACHE) > _MAX_CACHED:  # a server has one tokenizer; tests load many
+        _CACHE.pop(next(iter(_CACHE)))
     return detok
 
 

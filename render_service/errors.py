@@ -6,7 +6,8 @@ Hierarchy::
     ├── InvalidRequest (400, "BadRequestError")      also a ValueError
     │   ├── TemplateRenderError                      chat template failed or over budget
     │   ├── ContextLengthExceeded                    prompt longer than max_model_len
-    │   └── InvalidStreamState                       malformed, foreign or tampered stream_state
+    │   ├── InvalidStreamState                       malformed, foreign or tampered stream_state
+    │   └── MalformedBody ("Bad Request")            not JSON, or not application/json
     ├── PayloadTooLarge (413, "PayloadTooLargeError")
     ├── Unauthorized (401, "AuthenticationError")
     └── UnknownModel (404, "NotFoundError")
@@ -49,6 +50,12 @@ class ContextLengthExceeded(InvalidRequest):
 
 class InvalidStreamState(InvalidRequest):
     """``stream_state`` is malformed, of another version or configuration, or tampered with."""
+
+
+class MalformedBody(InvalidRequest):
+    """The body is not JSON or not ``application/json``; typed like upstream's FastAPI body errors."""
+
+    error_type = "Bad Request"
 
 
 class PayloadTooLarge(RenderServiceError):

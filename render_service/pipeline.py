@@ -59,6 +59,7 @@ class StepOutput:
 
 
 _PIPELINES: dict[tuple[int, int], tuple[ModelBundle, Settings, Pipeline]] = {}
+_MAX_CACHED = 4
 
 
 def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
@@ -84,6 +85,8 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
         fingerprint=config_fingerprint(bundle, settings),
     )
     _PIPELINES[key] = (bundle, settings, pipe)
+    while len(_PIPELINES) > _MAX_CACHED:  # a server has one; tests load many bundles
+        _PIPELINES.pop(next(iter(_PIPELINES)))
     return pipe
 
 

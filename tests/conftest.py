@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import threading
@@ -67,6 +68,10 @@ class _Server:
 
 
 _SERVERS: dict[str, _Server] = {}
+MAX_LIVE_SERVERS = 3
+"""Servers are cached per settings, least recently used stopped beyond this: each holds a loaded
+model (tokenizer, fast encoder, caches), and keeping every configuration of the session alive
+grew one pytest process past 11 GB."""
 
 
 @pytest.fixture(scope="session")
@@ -80,9 +85,12 @@ def serve() -> Iterator:
                 kwargs[key] = tuple(kwargs[key])
         settings = Settings(**kwargs)
         key = repr(settings)
-        if key not in _SERVERS:
-            _SERVERS[key] = _Server(settings)
-        return _SERVERS[key].client
+        server = _SERVERS.pop(key, None) or _Server(settings)
+        _SERVERS[key] = server  # most recently used last
+        while len(_SERVERS) > MAX_LIVE_SERVERS:
+            _SERVERS.pop(next(iter(_SERVERS))).stop()
+            gc.collect()
+        return server.client
 
     yield start
     for server in _SERVERS.values():

@@ -17,3 +17,16 @@ def test_bad_json_is_upstream_400(serve):
     assert r.status_code == 400
     err = r.json()["error"]
     assert set(err) == {"message", "type", "param", "code"} and err["code"] == 400
+
+
+def test_wrong_media_type_and_schema_errors_have_upstream_type_and_param(serve):
+    """As vLLM 0.33: a non-JSON content type is type "Bad Request" with the "1 validation error"
+    message, and a schema error's param is the dotted path from "body"."""
+    client = serve()
+    r = client.post("/v1/chat/completions/render", content=b"x", headers={"content-type": "text/plain"})
+    err = r.json()["error"]
+    assert r.status_code == 400 and err["type"] == "Bad Request"
+    assert err["message"].startswith("1 validation error:\n  Unsupported Media Type")
+    r = client.post("/v1/chat/completions/render", json={"model": "Qwen/Qwen3-0.6B", "messages": "hi"})
+    err = r.json()["error"]
+    assert r.status_code == 400 and err["type"] == "Bad Request" and err["param"].startswith("body.messages")
