@@ -101,9 +101,11 @@ def test_exhaustive_code_points_match_hf():
             nfd = NFD().normalize_str("\n".join(block))
             pieces = [f"x{c}{c} {c}1{c}{c}" + "".join(c + p for p in probes) for c in block]
             texts.append("\n".join(pieces) + "\n" + nfd)
-        expected = tok(texts, add_special_tokens=False)["input_ids"]
-        for text, ids in zip(texts, expected, strict=True):
-            assert enc.encode(text) == ids, (name, text[:40])
+        for batch in range(0, len(texts), 16):  # small batches: HF's batch encodings are large
+            chunk = texts[batch:batch + 16]
+            expected = tok(chunk, add_special_tokens=False)["input_ids"]
+            for text, ids in zip(chunk, expected, strict=True):
+                assert enc.encode(text) == ids, (name, text[:40])
 
 
 def test_surrogates_fail_like_hf():
