@@ -7,7 +7,7 @@ mapped once, here, to the upstream body ``{"error": {"message", "type", "param",
 pydantic validation → 400 ``"Bad Request"`` (never 422), our own errors → their status, anything
 unexpected → 500 ``"InternalServerError"``, ``NotImplementedError`` → 501 (as upstream).
 
-Operations (see ``docs/operations.md``): middleware for the request id, metrics and access log
+Operations (see the README, "Operations"): middleware for the request id, metrics and access log
 (:mod:`.observe`), API keys (:mod:`.auth`) and the body size limit (:mod:`.limits`); parsed bodies
 are bounded by :func:`.limits.check_body` before the handler runs; handlers run on a bounded
 :class:`.limits.WorkerPool`; ``/ready``, ``/metrics`` and the configuration fingerprint (header

@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--generation-config", default="auto", help="'auto' (model defaults) or 'vllm'")
     serve.add_argument("--keep-stop-strings", action="store_true",
                        help="keep `stop` in rendered sampling_params (engines that detokenize)")
-    serve.add_argument("--renderer-num-workers", type=int, default=1)
+    serve.add_argument("--renderer-num-workers", type=int, default=1,
+                       help="worker processes sharing the port (set to the number of cores)")
     serve.add_argument("--log-level", default="info")
     serve.add_argument("--trust-request-chat-template", action="store_true",
                        help="accept a request's own chat_template")
@@ -56,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_ops_flags(serve: argparse.ArgumentParser) -> None:
-    """Limits, security, lifecycle and logging flags (see docs/operations.md)."""
+    """Limits, security, lifecycle and logging flags (see the README, Operations)."""
     d = Settings()
     serve.add_argument("--renderer-threads", type=int, default=d.renderer_threads,
                        help="threads per worker process for render/derender work")

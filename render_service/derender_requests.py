@@ -212,7 +212,15 @@ def open_state(
     lp: int | None,
 ) -> StreamState:
     if req.stream_state is not None:
-        return decode_state(req.stream_state, pipe.fingerprint, settings.stream_state_keys)
+        state = decode_state(req.stream_state, pipe.fingerprint, settings.stream_state_keys)
+        chunk_rid = req.generate_chunk.request_id
+        if chunk_rid and state.rid and chunk_rid != state.rid:
+            raise InvalidStreamState(
+                f"invalid stream_state: it belongs to request {state.rid!r}, this chunk is of "
+                f"request {chunk_rid!r}",
+                param="stream_state",
+            )
+        return state
     name = check_model(bundle, req.model)
     prompt_ids = (
         req.prompt_token_ids if req.prompt_token_ids is not None else req.generate_chunk.prompt_token_ids

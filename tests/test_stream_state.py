@@ -108,3 +108,19 @@ def test_signed_server_rejects_unsigned_state_through_derender():
         derender.derender_chat(b, signed, nxt)
     nxt["stream_state"] = derender.derender_chat(b, signed, first)["stream_state"]
     assert derender.derender_chat(b, signed, nxt)["chunk"]["choices"][0]["delta"]["content"] == " there"
+
+
+def test_state_of_another_request_is_rejected():
+    """A stream_state carried into a chunk of another engine request is a 400 (newcomer finding F9:
+    it was silently accepted and mixed two outputs)."""
+    b = bundle(QWEN3)
+    plain = Settings(model=b.root, stream_state_keys=("secret",))
+    ids = b.tokenizer.encode("hello there", add_special_tokens=False)
+    first = {"stream": True, "generate_chunk": {"request_id": "a", "choices": [{"token_ids": ids[:1]}]}}
+    token = derender.derender_chat(b, plain, first)["stream_state"]
+    other = {"stream": True, "stream_state": token,
+             "generate_chunk": {"request_id": "b", "choices": [{"token_ids": ids[1:]}]}}
+    with pytest.raises(InvalidStreamState, match="belongs to request 'a'"):
+        derender.derender_chat(b, plain, other)
+    other["generate_chunk"]["request_id"] = "a"
+    assert derender.derender_chat(b, plain, other)["chunk"]["choices"][0]["delta"]["content"] == " there"
