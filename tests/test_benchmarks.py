@@ -59,3 +59,19 @@ def test_verdicts_and_table_layout():
     assert [r.verdict for r in rows] == ["ok", "MISS", "ok", "skip", "-"]
     table = render_table(rows).splitlines()
     assert len(table) == 2 + len(rows) and "skipped: not built" in table[-2] and "≥ 1.7 x" in table[4]
+
+
+def test_parsers_flat_benchmark_runs_for_every_parser(capsys):
+    """benchmarks/parsers_flat.py prints one row per registered parser (times are not asserted)."""
+    import sys
+
+    import parsers
+    from benchmarks import parsers_flat
+
+    argv, sys.argv = sys.argv, ["parsers_flat", "--chunks", "20"]
+    try:
+        parsers_flat.main()
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr().out
+    assert len(out.strip().splitlines()) == 2 + len(parsers.REASONING_PARSERS) + len(parsers.TOOL_PARSERS)
