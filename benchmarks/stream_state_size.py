@@ -51,6 +51,7 @@ def main() -> None:
         reasoning_parser="qwen3",
         tool_call_parser="hermes",
         enable_auto_tool_choice=True,
+        stream_state_keys=("benchmark-stream-state-key-0123456789",),  # signed, as in production
     )
     bundle = load_bundle(settings)
     tok = bundle.tokenizer
