@@ -51,6 +51,9 @@ class ContextLengthExceeded(InvalidRequest):
 class InvalidStreamState(InvalidRequest):
     """``stream_state`` is malformed, of another version or configuration, or tampered with."""
 
+    def __init__(self, message: str, param: str | None = "stream_state") -> None:
+        super().__init__(message, param)
+
 
 class MalformedBody(InvalidRequest):
     """The body is not JSON or not ``application/json``; typed like upstream's FastAPI body errors."""
