@@ -27,23 +27,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .fast_tokenizer import byte_level_decoder
+
 #: Ids the window strategy holds back at most while the text ends in U+FFFD.
 MAX_HELD_IDS = 4
 #: Ids of prompt context the window strategy seeds with (leading-space rules of Metaspace).
 SEED_IDS = 5
 _REPLACEMENT = "\ufffd"
-
-
-def gpt2_byte_decoder() -> dict[str, int]:
-    """The GPT-2 printable-character → byte map used by byte-level BPE vocabularies."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
-    chars: dict[str, int] = {chr(b): b for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            chars[chr(256 + extra)] = b
-            extra += 1
-    return chars
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +80,7 @@ def _byte_table(tokenizer: Any) -> tuple[bytes, ...] | None:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or not isinstance(backend.decoder, tokenizers.decoders.ByteLevel):
         return None
-    byte_of = gpt2_byte_decoder()
+    byte_of = byte_level_decoder()
     size = max(len(tokenizer), backend.get_vocab_size(with_added_tokens=True))
     table: list[bytes] = [b""] * size
     for text, token_id in backend.get_vocab(with_added_tokens=False).items():
