@@ -29,9 +29,6 @@ RESERVED_TEMPLATE_KWARGS = frozenset(
     }
 )
 
-_PARSERS: dict[tuple[str, int, str | None, str | None], Any] = {}
-
-
 @dataclass(frozen=True, slots=True)
 class ChatPrompt:
     """A rendered chat prompt and what was decided on the way.
@@ -200,17 +197,11 @@ def chat_prompt(
 
 
 def parser_for(bundle: ModelBundle, settings: Settings) -> Any:
-    """The configured ``parsers.Parser`` (built once per model and parser names), or ``None``."""
-    if not settings.reasoning_parser and not settings.tool_call_parser:
-        return None
-    key = (bundle.root, bundle.vocab_size, settings.reasoning_parser, settings.tool_call_parser)
-    if key not in _PARSERS:
-        import parsers
+    """The configured ``parsers.Parser``, or ``None``: the one the derender pipeline of this
+    bundle and settings uses (built once, see :func:`render_service.pipeline.pipeline_for`)."""
+    from .pipeline import pipeline_for
 
-        _PARSERS[key] = parsers.get_parser(
-            settings.reasoning_parser, settings.tool_call_parser, vocab=tokenization.vocab_lookup(bundle)
-        )
-    return _PARSERS[key]
+    return pipeline_for(bundle, settings).parser
 
 
 def tool_output_is_guided_json(bundle: ModelBundle, settings: Settings) -> bool:

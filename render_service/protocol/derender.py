@@ -150,13 +150,10 @@ class DerenderChatRequest(WireModel):
     chat_request: ChatRequestFields | None = None
 
 
-class DerenderChatStreamRequest(WireModel):
-    """``POST /v1/chat/completions/derender`` with ``stream`` true: one generate chunk per call.
-
-    ``stream_state`` is null on the first call, then the previous response's opaque string.
-    ``chat_request`` and ``prompt_token_ids`` are read on the first call only (later calls may
-    omit them; the state carries what later chunks need).
-    """
+class _DerenderStreamRequest(WireModel):
+    """Fields shared by the chat and completions streaming derender bodies: one generate chunk
+    per call; ``stream_state`` is null on the first call, then the previous response's opaque
+    string; ``prompt_token_ids`` is read on the first call only."""
 
     stream: Literal[True]
     model: str | None = None
@@ -164,6 +161,15 @@ class DerenderChatStreamRequest(WireModel):
     stream_state: str | None = None
     prompt_tokens: NonNegativeInt | None = None
     prompt_token_ids: list[NonNegativeInt] | None = None
+
+
+class DerenderChatStreamRequest(_DerenderStreamRequest):
+    """``POST /v1/chat/completions/derender`` with ``stream`` true (upstream §6.2).
+
+    ``chat_request`` and ``prompt_token_ids`` are read on the first call only (later calls may
+    omit them; the state carries what later chunks need).
+    """
+
     chat_request: ChatRequestFields | None = None
 
 
@@ -178,15 +184,9 @@ class DerenderCompletionRequest(WireModel):
     completion_request: CompletionRequestFields | None = None
 
 
-class DerenderCompletionStreamRequest(WireModel):
+class DerenderCompletionStreamRequest(_DerenderStreamRequest):
     """``POST /v1/completions/derender`` with ``stream`` true (upstream §6.4)."""
 
-    stream: Literal[True]
-    model: str | None = None
-    generate_chunk: GenerateTokensStreamResponse
-    stream_state: str | None = None
-    prompt_tokens: NonNegativeInt | None = None
-    prompt_token_ids: list[NonNegativeInt] | None = None
     completion_request: CompletionRequestFields | None = None
 
 
