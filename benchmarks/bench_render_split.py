@@ -12,7 +12,9 @@ import statistics
 import time
 from pathlib import Path
 
-from render_service import chat_template, messages, render, tokenization
+from render_service import chat_template, render
+from render_service.render import messages
+from render_service.tokens import tokenization
 from render_service.models import load_bundle
 from render_service.settings import Settings
 

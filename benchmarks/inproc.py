@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from render_service.prefix_cache import CachedEncoder
+from render_service.tokens.prefix_cache import CachedEncoder
 
 from .data import chat_9k, short_chats, template_text, turn_bodies, with_nonce
 from .table import Results, cpu_ms, cpu_ms_after, not_implemented, settle

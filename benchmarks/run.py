@@ -70,7 +70,7 @@ class Context:
 
     def load(self) -> None:
         """Load the model bundle (as the server does) and build the fast encoder."""
-        from render_service.fast_tokenizer import build_fast_encoder
+        from render_service.tokens.fast_tokenizer import build_fast_encoder
         from render_service.models import load_bundle
         from render_service.settings import Settings
 

@@ -1,4 +1,4 @@
-"""Reasoning and tool-call output parsers over one incremental engine (contract: PARSER_API.md).
+"""Reasoning and tool-call output parsers over one incremental engine (contract: ``parsers/README.md``).
 
 Formats are declarative :class:`~parsers.spec.FormatSpec` values in ``parsers.formats``; the
 registry below maps vLLM parser names to ``"module:attribute"`` strings, imported on first use.

@@ -1,7 +1,7 @@
 """Load conformance cases (``parser_cases.jsonl`` and the parser cases of ``bug_cases.jsonl``)
 into one shape, and chunk model outputs the way the upstream streaming tests do.
 
-Shapes of the two files: see /work/shared/reference/parsers.md section 8 (parser cases) and
+Shapes of the two files: see ``shared/reference/parsers.md`` section 8 (parser cases) and
 the ``input``/``expected`` objects of ``bug_cases.jsonl`` (one of ``model_output`` or
 ``variants[i].model_output``; expectations such as ``tool_calls``, ``reasoning_stripped``,
 ``no_content_delta_contains``). Bug cases without a model output (render, detokenizer) are
@@ -201,7 +201,8 @@ def chunks(text: str, model: str) -> list[str]:
     whole), else deterministic 1-2-3 character chunks."""
     folder = model_folder(model)
     if folder is None:
-        sizes, out, i = (1, 2, 3), [], 0
+        sizes, i = (1, 2, 3), 0
+        out: list[str] = []
         while i < len(text):
             size = sizes[len(out) % 3]
             out.append(text[i : i + size])

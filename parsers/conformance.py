@@ -65,7 +65,9 @@ def run_case(case: Case, mode: str) -> list[Failure]:
     ctx = ParseContext(**case.ctx)
     prompt = tok.encode(case.prompt, add_special_tokens=False) if tok is not None and case.prompt else None
     if mode == "batch":
-        result, deltas, problems = parser.parse(ctx, prompt, case.text), [], []
+        result = parser.parse(ctx, prompt, case.text)
+        deltas: list[Delta] = []
+        problems: list[Failure] = []
         ended = None
     else:
         deltas, result, _ = run_stream(

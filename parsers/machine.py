@@ -337,6 +337,7 @@ def _handle(
             if held:
                 st["hold"] = ""
             _sink(CONTENT, st, held, out)
+            assert back is not None, "a body that can be rejected has a reject mode"
             _sink(spec.modes[back], st, ev[1], out)  # reject_to_origin: e.g. dropped after a call
     if rejected or end is not None:
         st["body"] = None

@@ -1,6 +1,6 @@
 """The composed parser: reasoning phase first, then the tool phase on its content output.
 
-Contract: /work/PARSER_API.md. One :class:`Parser` per (reasoning parser, tool parser) pair;
+Contract: ``parsers/README.md``. One :class:`Parser` per (reasoning parser, tool parser) pair;
 it is immutable and holds no per-request data, so one instance serves all requests. The
 per-request state is a plain JSON-compatible dict::
 
@@ -53,7 +53,7 @@ _GUIDED = {
 
 @dataclass(frozen=True, slots=True)
 class Parser:
-    """A reasoning spec and/or a tool spec composed behind the PARSER_API interface.
+    """A reasoning spec and/or a tool spec composed behind the contract of ``parsers/README.md``.
 
     Attributes:
         reasoning: the reasoning format, or ``None``.
@@ -180,6 +180,7 @@ class Parser:
     def _step(self, st: dict[str, Any], text: str, final: bool) -> list[Delta]:
         events: list[Any] = []
         if st["r"] is not None:
+            assert self.reasoning is not None  # a reasoning state exists only with a reasoning spec
             r_events = machine.feed(self.reasoning, st["r"], text) if text else []
             if final:
                 r_events += machine.finish(self.reasoning, st["r"])

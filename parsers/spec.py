@@ -70,13 +70,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
-CONTENT = "content"
-REASONING = "reasoning"
-DROP = "drop"
-HOLD = "hold"
-BODY = "body"
+CONTENT: Final = "content"
+REASONING: Final = "reasoning"
+DROP: Final = "drop"
+HOLD: Final = "hold"
+BODY: Final = "body"
 SINKS = frozenset({CONTENT, REASONING, DROP, HOLD, BODY})
 #: Every character ``str.isspace`` accepts: ``text.rstrip(ANY_WHITESPACE) == text.rstrip()``.
 ANY_WHITESPACE = (

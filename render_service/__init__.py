@@ -7,7 +7,7 @@ __all__ = ["__version__", "create_app"]
 
 def __getattr__(name: str):  # PEP 562: keep `import render_service` light
     if name == "create_app":
-        from .app import create_app
+        from .serving.app import create_app
 
         return create_app
     raise AttributeError(name)

@@ -1,5 +1,5 @@
 """``python -m render_service ...`` is the same as the ``render-service`` command."""
 
-from .cli import main
+from .serving.cli import main
 
 raise SystemExit(main())

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidRequest
+from .memory import release_memory
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class ModelBundle:
             (:class:`render_service.chat_template.CompiledTemplate`), ``None`` without a template.
         prompt_encoder: encoder of templated prompt text, identical to
             ``tokenizer.encode(text, add_special_tokens=False)``: a prefix cache over the tiktoken
-            fast path where it is proven identical (:mod:`render_service.prefix_cache`).
+            fast path where it is proven identical (:mod:`render_service.tokens.prefix_cache`).
     """
 
     names: tuple[str, ...]
@@ -205,23 +206,10 @@ def _functions(member: Any) -> list[Any]:
     return [member]
 
 
-def release_memory() -> None:
-    """Collect garbage and hand freed heap pages back to the OS (glibc ``malloc_trim``; a no-op
-    elsewhere), so start-up temporaries do not stay in the resident set."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def _prompt_encoder(settings: Settings, tokenizer: Any) -> Any:
     """The prompt encoder (see :attr:`ModelBundle.prompt_encoder`); the fast encoder is proven and
     swapped in by a background thread, so start-up does not wait for it."""
-    from .prefix_cache import build_prompt_encoder
+    from .tokens.prefix_cache import build_prompt_encoder
 
     return build_prompt_encoder(tokenizer, settings.prefix_cache_bytes, background=True)
 

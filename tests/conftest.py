@@ -18,7 +18,7 @@ import httpx
 import pytest
 import uvicorn
 
-from render_service.app import create_app
+from render_service.serving.app import create_app
 from render_service.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]

@@ -80,7 +80,7 @@ def stream_body(token_ids, state, *, finish=None, request_id="r", **choice):
 
 def byte_token_ids(tok, data: bytes):
     """The single-byte token id of each byte (byte-level vocab)."""
-    from render_service.fast_tokenizer import byte_level_decoder
+    from render_service.tokens.fast_tokenizer import byte_level_decoder
 
     inverse = {v: k for k, v in byte_level_decoder().items()}
     vocab = tok.get_vocab()

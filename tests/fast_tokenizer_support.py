@@ -9,7 +9,7 @@ from pathlib import Path
 from conftest import MODELS, shared_path
 from hypothesis import strategies as st
 
-from render_service.fast_tokenizer import FastEncoder, build_fast_encoder
+from render_service.tokens.fast_tokenizer import FastEncoder, build_fast_encoder
 
 MODEL_NAMES = (
     sorted(p.name for p in MODELS.glob("*") if (p / "tokenizer.json").is_file()) if MODELS.is_dir() else []

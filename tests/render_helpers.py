@@ -9,7 +9,7 @@ from typing import Any
 
 from conftest import model_dir
 
-from render_service import messages
+from render_service.render import messages
 from render_service.models import ModelBundle, load_bundle
 from render_service.settings import Settings
 

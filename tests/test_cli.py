@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from render_service.cli import check_parser_names
+from render_service.serving.cli import check_parser_names
 
 
 @pytest.mark.parametrize("flags", [("--reasoning-parser", "bogus"), ("--tool-call-parser", "nope")])

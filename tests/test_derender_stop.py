@@ -6,7 +6,8 @@ from derender_helpers import QWEN3, bundle, cuts, split, stream_body
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from render_service import derender, stop_strings
+from render_service import derender
+from render_service.derender import stop_strings
 from render_service.settings import Settings
 
 SETTINGS = settings(max_examples=150, deadline=None)

@@ -7,8 +7,8 @@ from derender_helpers import MODEL_NAMES, QWEN3, bundle, byte_token_ids, cuts, s
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from render_service import detokenize
-from render_service.detokenize import DetokState, detokenizer_for
+from render_service.derender import detokenize
+from render_service.derender.detokenize import DetokState, detokenizer_for
 
 FFFD = "\ufffd"
 SETTINGS = settings(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from render_service.cli import build_parser
+from render_service.serving.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "Dockerfile"

@@ -258,7 +258,7 @@ def test_errors_over_http(service):
 def test_later_chunks_inline_and_errors_over_http(service):
     """Later 1-token chunks (run on the event loop, not the worker pool) answer like any call:
     a state from the first chunk is accepted and a tampered one is a 400 JSON error, never a 500."""
-    from render_service.app import is_small_stream_chunk
+    from render_service.serving.app import is_small_stream_chunk
 
     chat = {"messages": [{"role": "user", "content": "hi"}], "tools": TOOLS}
     gen_request = render(service, {**chat, "stream": True})

@@ -12,7 +12,7 @@ from fast_tokenizer_support import MODEL_NAMES, fast_encoder, hf_ids, hf_tokeniz
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from render_service.fast_tokenizer import (
+from render_service.tokens.fast_tokenizer import (
     TokenizerSpec,
     Unsupported,
     build_fast_encoder,
@@ -196,7 +196,7 @@ def test_byte_level_decoder_is_a_bijection():
 def test_two_letter_vocab_hf_equivalence_is_checked(text):
     """Sanity of the proof helper on a toy vocab: every 2-part state the loop reports is adjacent bytes
     that concatenate back to the input."""
-    from render_service.fast_tokenizer import two_part_state
+    from render_service.tokens.fast_tokenizer import two_part_state
 
     ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b"ba": 257, b"aa": 258}
     data = text.encode()
@@ -208,7 +208,7 @@ def test_two_letter_vocab_hf_equivalence_is_checked(text):
 def test_proof_cache_records_and_reuses_a_successful_proof(tmp_path):
     """With proof_cache, the first build writes a marker named by the tokenizer.json hash; the next
     build finds it, skips the proof and still encodes like HF; another tokenizer has another marker."""
-    from render_service.fast_tokenizer import _proof_marker
+    from render_service.tokens.fast_tokenizer import _proof_marker
 
     tok = hf_tokenizer("Qwen--Qwen3-0.6B")
     marker = _proof_marker(tmp_path, tokenizer_json(tok))

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from helm_python import Chart, lint
 
-from render_service.cli import build_parser, settings_from_args
+from render_service.serving.cli import build_parser, settings_from_args
 
 CHART = Path(__file__).resolve().parents[1] / "helm" / "render-service"
 KUBE_VERSIONS = ("1.25.0", "1.30.0", "1.33.0")

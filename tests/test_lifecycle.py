@@ -165,10 +165,14 @@ def test_crashed_worker_is_replaced_while_serving(proc):
     assert set(statuses) == {200}
     after = p.workers()
     assert victim not in after and len(after) == 2 and after - before
+    # /ready may be answered by the surviving worker before the replacement has started its app:
+    # poll until the replacement publishes its gauges (or the deadline passes and the assert fails)
     deadline = time.monotonic() + 60
-    while httpx.get(f"{p.client.base_url}/ready").status_code != 200 and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        text = httpx.get(f"{p.client.base_url}/metrics").text
+        if "render_service_worker_threads 8.0" in text.splitlines():
+            break
         time.sleep(0.2)
-    text = httpx.get(f"{p.client.base_url}/metrics").text
     assert 'render_service_requests_total{endpoint="/v1/models",method="GET",status="200"}' in text
     # live gauges are summed over live workers only: 2 workers x 4 threads, the dead one forgotten
     assert "render_service_worker_threads 8.0" in text.splitlines()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from render_service.errors import InvalidRequest
-from render_service.limits import BodyLimits, Overloaded, WorkerPool, check_body
+from render_service.serving.limits import BodyLimits, Overloaded, WorkerPool, check_body
 
 SMALL = dict(max_request_body_bytes=2048, max_messages=3, max_tools=2, max_n=4, max_stream_state_bytes=64)
 RENDER = "/v1/chat/completions/render"

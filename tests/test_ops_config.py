@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from render_service.cli import build_parser, settings_from_args
-from render_service.server import settings_from_json, settings_to_json
+from render_service.serving.cli import build_parser, settings_from_args
+from render_service.serving.lifecycle import settings_from_json, settings_to_json
 from render_service.settings import Settings
 
 

@@ -1,7 +1,7 @@
 """Schema-driven fuzzing (schemathesis) of the live server against its own OpenAPI spec.
 
 Every operation in /openapi.json gets generated requests whose bodies follow the real request
-models (:mod:`render_service.openapi_bodies`). No response may be a 5xx, and every JSON error body
+models (:mod:`render_service.serving.openapi`). No response may be a 5xx, and every JSON error body
 has the upstream shape. Two servers are fuzzed: the plain one and one with parsers
 (``--reasoning-parser qwen3 --tool-call-parser hermes --enable-auto-tool-choice``).
 

@@ -19,7 +19,7 @@ from fast_tokenizer_support import (
 )
 from hypothesis import HealthCheck, given, settings
 
-from render_service.prefix_cache import (
+from render_service.tokens.prefix_cache import (
     CachedEncoder,
     HFPieceEncoder,
     build_prompt_encoder,

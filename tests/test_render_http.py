@@ -475,7 +475,7 @@ def test_real_requests_over_http_match_transformers(serve):
     transformers' ids for the normalised conversation."""
     from render_helpers import bundle_for, reference_ids
 
-    from render_service import chat_prompt, messages
+    from render_service.render import chat_prompt, messages
     from render_service.settings import Settings
 
     client = serve(model=model_dir("Qwen--Qwen3-0.6B"), **PARSERS)

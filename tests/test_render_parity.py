@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from render_helpers import MODEL_FOLDERS, assert_tokens_eq, bundle_for, pin_clock, reference_ids, settings_for
 
-from render_service import chat_prompt, messages
+from render_service.render import chat_prompt, messages
 from render_service.errors import TemplateRenderError
 from render_service.protocol.chat import ChatCompletionRequest
 

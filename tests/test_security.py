@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from render_service.auth import ensure_stream_state_keys
-from render_service.cli import build_parser, settings_from_args
+from render_service.serving.auth import ensure_stream_state_keys
+from render_service.serving.cli import build_parser, settings_from_args
 from render_service.settings import Settings
 
 KEYS = ("first-key-0123456789", "second-key-0123456789")

@@ -123,7 +123,8 @@ def think_spec(
         modes[TOOLS_MODE] = CONTENT
         for mode in (REASONING_MODE, CONTENT_MODE):
             trans[(mode, f"DIRECT{i}")] = Transition(TOOLS_MODE, keep=True)
-    breaks, finish = {}, {}
+    breaks: dict[str, Transition] = {}
+    finish: dict[str, str] = {}
     for i, (tool_start, tool_end) in enumerate(implicit_ends):
         call, after, ts, te = f"TC{i}", f"TA{i}", f"TOOL_START{i}", f"TOOL_END{i}"
         markers |= {ts: tool_start, te: tool_end}

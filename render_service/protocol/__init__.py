@@ -4,4 +4,6 @@ Modules: ``common`` (base model with the extra-field policy, usage, errors), ``c
 (``ChatCompletionRequest``), ``completion`` (``CompletionRequest``), ``generate``
 (``GenerateRequest``, sampling params, generate responses/chunks), ``derender`` (derender
 requests and responses).
+
+The base of the package: imports nothing of ours, so every wing may import it.
 """

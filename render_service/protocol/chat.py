@@ -11,7 +11,7 @@ from .common import SamplingRequestFields
 
 class ChatCompletionRequest(SamplingRequestFields):
     """An OpenAI chat request. ``messages`` and ``tools`` stay plain JSON values here; their
-    validation and normalisation live in :mod:`render_service.messages`."""
+    validation and normalisation live in :mod:`render_service.render.messages`."""
 
     messages: list[Any]
     tools: list[Any] | None = None

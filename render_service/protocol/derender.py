@@ -201,7 +201,7 @@ class StreamState(BaseModel):
     the call's unsent arguments). Per-chunk cost of using it: O(new tokens).
 
     Attributes:
-        cfg: configuration fingerprint prefix (:func:`render_service.stream_state.config_fingerprint`).
+        cfg: configuration fingerprint prefix (:func:`render_service.fingerprint.config_fingerprint`).
         rid: request id the chunk ids and tool-call ids derive from.
         model: echoed model name. created: echoed ``created`` (seconds).
         role: ``role: "assistant"`` already sent. done: the output ended (finish or stop string);

@@ -31,7 +31,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
-from ..derender_requests import usage_block
+from ..derender.flow import usage_block
 
 Script = Sequence[Sequence[int] | str] | Callable[[dict[str, Any]], Sequence[Sequence[int]]]
 

@@ -16,9 +16,9 @@ from dataclasses import replace
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .errors import Unauthorized
+from ..errors import Unauthorized
+from ..settings import Settings
 from .limits import send_error
-from .settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ derender is one ``advance`` with every id and ``final=True``; streaming is one p
 the two agree by construction (no replay; cost O(new ids)).
 
 Behaviour sources: upstream §7.3 (stop-token drop, stop strings, ``min_tokens``), §7.5/§7.6
-(finish_reason, tool-call ids), ``/work/PARSER_API.md`` (parser calls).
+(finish_reason, tool-call ids), ``parsers/README.md`` (parser calls).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from typing import Any
 
 import orjson
 
-from . import detokenize, logprobs, stop_strings, tokenization
+from ..fingerprint import FINGERPRINT_CHARS, config_fingerprint
+from ..models import ModelBundle
+from ..parsing import parser_for
+from ..protocol.derender import StreamState
+from ..settings import Settings
+from . import detokenize, logprobs, stop_strings
 from .detokenize import Detokenizer, DetokState
-from .models import ModelBundle
-from .protocol.derender import StreamState
-from .settings import Settings
-from .stream_state import FINGERPRINT_CHARS, config_fingerprint
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,17 +69,10 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
     hit = _PIPELINES.get(key)
     if hit is not None and hit[0] is bundle and hit[1] is settings:
         return hit[2]
-    parser = None
-    if settings.reasoning_parser or settings.tool_call_parser:
-        import parsers
-
-        parser = parsers.get_parser(
-            settings.reasoning_parser, settings.tool_call_parser, vocab=tokenization.vocab_lookup(bundle)
-        )
     tok = bundle.tokenizer
     pipe = Pipeline(
         detok=detokenize.detokenizer_for(tok),
-        parser=parser,
+        parser=parser_for(bundle, settings),
         special_ids=bundle.special_token_ids,
         eos_id=tok.eos_token_id,
         model_eos_ids=bundle.eos_token_ids,

@@ -31,16 +31,18 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import derender, metrics, openapi_bodies, render
+from .. import derender, render
+from ..derender.pipeline import pipeline_for
+from ..errors import MalformedBody, RenderServiceError, error_body, to_error_body
+from ..fingerprint import config_fingerprint
+from ..models import ModelBundle, load_bundle
+from ..settings import Settings
+from . import metrics
+from . import openapi as openapi_bodies
 from .auth import ApiKeyAuth, ensure_stream_state_keys
-from .errors import MalformedBody, RenderServiceError, error_body, to_error_body
+from .lifecycle import install_drain_handler, settings_from_env
 from .limits import BodyLimits, BodySizeLimit, WorkerPool, check_body
-from .models import ModelBundle, load_bundle
 from .observe import Observe
-from .pipeline import pipeline_for
-from .server import install_drain_handler
-from .settings import Settings
-from .stream_state import config_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +102,12 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
         encoder = app.state.bundle.prompt_encoder
         if encoder is not None and hasattr(encoder, "observer"):
             cache = metrics.register_cache("prompt_prefix")
-            encoder.observer = lambda hits, misses: (cache.hit(hits), cache.miss(misses))
+
+            def observe_cache(hits: int, misses: int) -> None:
+                cache.hit(hits)
+                cache.miss(misses)
+
+            encoder.observer = observe_cache
         app.state.fingerprint = config_fingerprint(app.state.bundle, settings)
         app.state.pool = new_pool(settings)
         metrics.forget_dead_processes()
@@ -284,8 +291,6 @@ def known_routes(app: FastAPI) -> frozenset[str]:
 def app_from_env() -> FastAPI:
     """App factory for worker processes: settings from ``RENDER_SERVICE_SETTINGS_JSON`` (set by the CLI).
 
-    Used as ``uvicorn render_service.app:app_from_env --factory``.
+    Used as ``uvicorn render_service.serving.app:app_from_env --factory``.
     """
-    from .server import settings_from_env
-
     return create_app(settings_from_env())

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .fast_tokenizer import byte_level_decoder
+from ..tokens.fast_tokenizer import byte_level_decoder
 
 #: Ids the window strategy holds back at most while the text ends in U+FFFD.
 MAX_HELD_IDS = 4

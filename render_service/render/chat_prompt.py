@@ -9,11 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import chat_template, messages, tokenization
-from .errors import InvalidRequest
-from .models import ModelBundle
-from .protocol.chat import ChatCompletionRequest
-from .settings import Settings
+from .. import chat_template
+from ..errors import InvalidRequest
+from ..models import ModelBundle
+from ..parsing import parser_for
+from ..protocol.chat import ChatCompletionRequest
+from ..settings import Settings
+from ..tokens import tokenization
+from . import messages
 
 #: Template variables a request's ``chat_template_kwargs`` may not replace.
 RESERVED_TEMPLATE_KWARGS = frozenset(
@@ -119,25 +122,26 @@ def render_chat_text(
 ) -> str:
     """Render a normalised conversation: the transformers-5 view first, and while the template
     fails on the data's shape (not on ``raise_exception``), the next view (see
-    :mod:`render_service.messages`).
+    :mod:`render_service.render.messages`).
 
     Raises:
         TemplateRenderError: every view fails (the first failure is reported), the template
             refused, or a budget was exceeded.
     """
-    options = dict(
-        tools=tools,
-        documents=documents,
-        add_generation_prompt=add_generation_prompt,
-        continue_final_message=continue_final_message,
-        kwargs=kwargs,
-        max_seconds=settings.template_max_seconds,
-        max_chars=settings.template_max_chars,
-    )
     first: chat_template.TemplateDataError | None = None
     for view in conv.views:
         try:
-            return chat_template.render(ct, view, **options)
+            return chat_template.render(
+                ct,
+                view,
+                tools=tools,
+                documents=documents,
+                add_generation_prompt=add_generation_prompt,
+                continue_final_message=continue_final_message,
+                kwargs=kwargs,
+                max_seconds=settings.template_max_seconds,
+                max_chars=settings.template_max_chars,
+            )
         except chat_template.TemplateDataError as exc:
             first = first or exc
     assert first is not None
@@ -196,14 +200,6 @@ def chat_prompt(
 # parsers
 
 
-def parser_for(bundle: ModelBundle, settings: Settings) -> Any:
-    """The configured ``parsers.Parser``, or ``None``: the one the derender pipeline of this
-    bundle and settings uses (built once, see :func:`render_service.pipeline.pipeline_for`)."""
-    from .pipeline import pipeline_for
-
-    return pipeline_for(bundle, settings).parser
-
-
 def tool_output_is_guided_json(bundle: ModelBundle, settings: Settings) -> bool:
     """Whether ``required``/named tool choices are parsed as vLLM's guided JSON (so render must
     constrain the output with the JSON schema) rather than in the tool format's native syntax."""
@@ -217,7 +213,7 @@ def reasoning_ended(
 ) -> bool | None:
     """``None`` without a reasoning parser; ``True`` when reasoning is hidden
     (``include_reasoning=false``) or the prompt already closed it; else the parser's verdict on
-    the prompt (PARSER_API.md ``start`` + ``reasoning_ended``)."""
+    the prompt (``parsers/README.md``: ``start`` + ``reasoning_ended``)."""
     parser = parser_for(bundle, settings)
     if parser is None or not settings.reasoning_parser:
         return None

@@ -12,7 +12,7 @@ state is accepted without verification being possible (the signature is ignored)
 
 Decoding never raises anything but :class:`~render_service.errors.InvalidStreamState` (400):
 malformed text, wrong version, bad signature, oversized, failed strict validation, or a state
-made under another configuration (``cfg`` ≠ :func:`config_fingerprint` prefix).
+made under another configuration (``cfg`` ≠ :func:`render_service.fingerprint.config_fingerprint` prefix).
 """
 
 from __future__ import annotations
@@ -27,35 +27,14 @@ from collections.abc import Sequence
 import orjson
 from pydantic import ValidationError
 
-from .errors import InvalidStreamState
-from .models import ModelBundle
-from .protocol.derender import StreamState
-from .settings import Settings
+from ..errors import InvalidStreamState
+from ..fingerprint import FINGERPRINT_CHARS
+from ..protocol.derender import StreamState
 
 VERSION = "1"
-#: Characters of the fingerprint carried in the state (96 bits; tampering is HMAC's job).
-FINGERPRINT_CHARS = 24
 #: Largest accepted encoded state and decompressed body, in bytes.
 MAX_STATE_BYTES = 4 << 20
 _SIG_BYTES = 16
-
-
-def config_fingerprint(bundle: ModelBundle, settings: Settings) -> str:
-    """sha256 hex over everything that changes how an output derenders: model names,
-    vocab size and added tokens, chat template, parser names, ``enable_auto_tool_choice``, default template
-    kwargs. Two replicas agree on it exactly when a state made by one is valid on the other."""
-    facts = {
-        "names": list(bundle.names),
-        "vocab_size": bundle.vocab_size,
-        "added_vocab": bundle.added_vocab,
-        "chat_template": bundle.chat_template,
-        "reasoning_parser": settings.reasoning_parser,
-        "tool_call_parser": settings.tool_call_parser,
-        "enable_auto_tool_choice": settings.enable_auto_tool_choice,
-        "default_chat_template_kwargs": settings.default_chat_template_kwargs,
-    }
-    blob = orjson.dumps(facts, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-    return hashlib.sha256(blob).hexdigest()
 
 
 def _b64(data: bytes) -> str:

@@ -11,27 +11,26 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from . import logprobs
-from .derender_requests import (
-    check_choice,
-    check_len,
-    initial_state,
-    open_state,
-    stream_reply,
-    stream_step,
-    usage_block,
-)
-from .errors import InvalidRequest
-from .models import ModelBundle, check_model
-from .pipeline import Pipeline, StepOutput, advance, pipeline_for
-from .protocol.derender import (
+from ..errors import InvalidRequest
+from ..models import ModelBundle, check_model
+from ..protocol.derender import (
     CompletionRequestFields,
     DerenderCompletionRequest,
     DerenderCompletionStreamRequest,
     GenerateChoice,
     StreamState,
 )
-from .settings import Settings
+from ..settings import Settings
+from . import logprobs
+from .flow import (
+    check_choice,
+    check_len,
+    initial_state,
+    is_stream,
+    run_stream,
+    usage_block,
+)
+from .pipeline import Pipeline, StepOutput, advance, pipeline_for
 
 # --- completions --------------------------------------------------------------------------------
 
@@ -75,7 +74,8 @@ def completion_batch(
             raise InvalidRequest(
                 f"{what} must have one entry per generate response ({len(given)} != {n})", param=what
             )
-    choices, prompt_total, completion_total = [], 0, 0
+    choices: list[dict[str, Any]] = []
+    prompt_total, completion_total = 0, 0
     for i, gen in enumerate(req.generate_responses):
         given = req.prompt_token_ids[i] if req.prompt_token_ids else None
         prompt_ids = given if given is not None else gen.prompt_token_ids
@@ -120,20 +120,31 @@ def completion_batch(
     }
 
 
+def _stream_choice(out: StepOutput, choice: GenerateChoice, state: StreamState) -> dict[str, Any]:
+    item = _completion_choice(out, choice.index, choice, state)
+    del item["prompt_logprobs"]
+    item["weight_versions"] = None
+    return item
+
+
 def completion_stream(
     bundle: ModelBundle, settings: Settings, req: DerenderCompletionStreamRequest
 ) -> dict[str, Any]:
     check_model(bundle, req.model)
     pipe = _plain(pipeline_for(bundle, settings))
     opts = req.completion_request
-    state = open_state(bundle, settings, pipe, req, opts, _completion_lp_limit(opts))
-    out, state = stream_step(bundle, settings, pipe, state, req.generate_chunk,
-                             resumed=req.stream_state is not None)
-    choices = []
-    if out is not None:
-        choice = req.generate_chunk.choices[0]
-        item = _completion_choice(out, choice.index, choice, state)
-        del item["prompt_logprobs"]
-        item["weight_versions"] = None
-        choices.append(item)
-    return stream_reply(settings, req, state, out, "text_completion", choices, {})
+    return run_stream(bundle, settings, pipe, req, opts, _completion_lp_limit(opts),
+                      object_name="text_completion", shape=_stream_choice, extra={})
+
+
+def derender_completion(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
+    """Completions derender (never parses); dispatches on ``body["stream"]``: a
+    ``CompletionResponse``, or ``{"chunk", "stream_state", "stop_generation"}`` when streaming.
+
+    Raises:
+        InvalidRequest: validation, more than one choice per stream chunk, token lists over
+            ``max_model_len``; InvalidStreamState: a bad ``stream_state``; UnknownModel (404).
+    """
+    if is_stream(body):
+        return completion_stream(bundle, settings, DerenderCompletionStreamRequest.model_validate(body))
+    return completion_batch(bundle, settings, DerenderCompletionRequest.model_validate(body))

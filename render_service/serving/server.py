@@ -2,8 +2,8 @@
 
 * ``renderer_num_workers == 1``: the app runs in this process.
 * ``> 1``: uvicorn's multi-process supervisor spawns N workers, each building the app with
-  :func:`render_service.app.app_from_env` from the settings passed in ``RENDER_SERVICE_SETTINGS_JSON``;
-  a worker that dies is replaced while the others keep serving. Prometheus runs in multiprocess mode
+  :func:`render_service.serving.app.app_from_env` from the settings passed in
+  ``RENDER_SERVICE_SETTINGS_JSON``; a worker that dies is replaced while the others keep serving. Prometheus runs in multiprocess mode
   over a fresh temporary folder (``PROMETHEUS_MULTIPROC_DIR``) unless one is given.
 * SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0. With ``shutdown_delay`` the
   worker first answers ``/ready`` with 503 for that many seconds while still serving, so load
@@ -12,76 +12,19 @@
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import logging
 import os
 import shutil
 import signal
 import tempfile
-import threading
-from collections.abc import Callable
 from typing import Any
 
-import orjson
-
+from ..settings import Settings
+from .lifecycle import SETTINGS_ENV, settings_to_json
 from .logging_setup import configure_logging, uvicorn_log_config
-from .settings import Settings
 
 logger = logging.getLogger(__name__)
-
-SETTINGS_ENV = "RENDER_SERVICE_SETTINGS_JSON"
-
-
-def settings_to_json(settings: Settings) -> str:
-    """Serialize settings for worker processes (tuples become lists)."""
-    return orjson.dumps(dataclasses.asdict(settings)).decode()
-
-
-def settings_from_json(text: str) -> Settings:
-    """Inverse of :func:`settings_to_json`."""
-    data: dict[str, Any] = orjson.loads(text)
-    for f in dataclasses.fields(Settings):
-        if isinstance(data.get(f.name), list):
-            data[f.name] = tuple(data[f.name])
-    return Settings(**data)
-
-
-def settings_from_env() -> Settings:
-    """Settings from ``RENDER_SERVICE_SETTINGS_JSON``; logging configured from them.
-
-    Raises:
-        RuntimeError: the variable is not set (the factory is only for CLI-started workers).
-    """
-    text = os.environ.get(SETTINGS_ENV)
-    if not text:
-        raise RuntimeError(f"{SETTINGS_ENV} is not set; start workers with `render-service serve`")
-    settings = settings_from_json(text)
-    configure_logging(os.environ.get("RENDER_SERVICE_LOG_LEVEL", "info"), settings.log_format)
-    return settings
-
-
-def install_drain_handler(state: Any, delay: float) -> Callable[[], None]:
-    """On SIGTERM, set ``state.draining`` (``/ready`` → 503), then after ``delay`` s hand the signal
-    to the server's own handler (stop accepting, finish in-flight, exit).
-
-    Only in the main thread with ``delay > 0``; returns a function restoring the previous handler.
-    """
-    if delay <= 0 or threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def drain(signum: int, frame: Any) -> None:
-        if state.draining:
-            return
-        state.draining = True
-        logger.info("SIGTERM: draining for %.1f s before shutdown", delay)
-        if callable(previous):
-            threading.Timer(delay, previous, args=(signum, None)).start()
-
-    signal.signal(signal.SIGTERM, drain)
-    return lambda: signal.signal(signal.SIGTERM, previous)
-
 
 def serve(settings: Settings, log_level: str = "info") -> int:
     """Run the service until SIGTERM/SIGINT; returns the exit code (0 after a graceful stop)."""
@@ -104,7 +47,7 @@ def serve(settings: Settings, log_level: str = "info") -> int:
     os.environ[SETTINGS_ENV] = settings_to_json(settings)
     os.environ["RENDER_SERVICE_LOG_LEVEL"] = log_level
     try:
-        uvicorn.run("render_service.app:app_from_env", factory=True,
+        uvicorn.run("render_service.serving.app:app_from_env", factory=True,
                     workers=settings.renderer_num_workers, **common)
     finally:
         if folder is not None:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ContextLengthExceeded, InvalidRequest
-from .models import ModelBundle
-from .protocol.common import SamplingRequestFields
-from .settings import Settings
+from ..errors import ContextLengthExceeded, InvalidRequest
+from ..models import ModelBundle
+from ..protocol.common import SamplingRequestFields
+from ..settings import Settings
 
 #: Request field → OpenAI default when neither the request nor generation_config sets it.
 FLOAT_DEFAULTS = {

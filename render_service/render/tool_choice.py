@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
+from ..settings import Settings
 from .messages import tool_names
-from .settings import Settings
 
 _USAGE = 'Correct usage: `{"type": "function", "function": {"name": "my_function"}}`'
 

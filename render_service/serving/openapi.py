@@ -17,7 +17,7 @@ from typing import Any, Union
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from .messages import ROLES
+from ..render.messages import ROLES
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ BODY_MODELS: dict[str, str] = {
 }
 
 
-#: One chat message as :mod:`render_service.messages` accepts it (the wire model keeps
+#: One chat message as :mod:`render_service.render.messages` accepts it (the wire model keeps
 #: ``messages`` as plain JSON; this gives its items their OpenAI shape in the spec).
 MESSAGE_SCHEMA: dict[str, Any] = {
     "type": "object",

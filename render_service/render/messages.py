@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})

@@ -22,8 +22,8 @@ import anyio.to_thread
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import InvalidRequest, PayloadTooLarge, RenderServiceError, to_error_body
-from .settings import Settings
+from ..errors import InvalidRequest, PayloadTooLarge, RenderServiceError, to_error_body
+from ..settings import Settings
 
 T = TypeVar("T")
 

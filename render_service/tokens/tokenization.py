@@ -1,23 +1,32 @@
 """Text ↔ token ids for render: one place that encodes, so a faster identical encoder can plug in.
 
-All functions take the loaded :class:`~render_service.models.ModelBundle` and use its Hugging Face
-tokenizer's Rust backend (``tokenizer.backend_tokenizer``), which gives the same ids as
+All functions take the loaded model (:class:`~render_service.models.ModelBundle`, or anything with
+its ``tokenizer`` and ``prompt_encoder``: :class:`TokenizedModel`) and use its
+Hugging Face tokenizer's Rust backend (``tokenizer.backend_tokenizer``), which gives the same ids as
 ``tokenizer(text, add_special_tokens=...)`` without the Python wrapper's overhead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
-
-from .models import ModelBundle
+from typing import Any, Protocol
 
 
-def _backend(bundle: ModelBundle):  # type: ignore[no-untyped-def]
+class TokenizedModel(Protocol):
+    """What this module reads of a model bundle (:class:`render_service.models.ModelBundle`)."""
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    @property
+    def prompt_encoder(self) -> Any: ...
+
+
+def _backend(bundle: TokenizedModel) -> Any:
     return getattr(bundle.tokenizer, "backend_tokenizer", None)
 
 
-def encode_prompt(bundle: ModelBundle, text: str) -> list[int]:
+def encode_prompt(bundle: TokenizedModel, text: str) -> list[int]:
     """Token ids of a rendered chat prompt: added/special tokens in the text are recognised and no
     BOS/EOS is added (the template wrote them; transformers' ``apply_chat_template`` encodes with
     ``add_special_tokens=False``; BR53). Uses the bundle's prefix-cached fast encoder, which is
@@ -27,7 +36,7 @@ def encode_prompt(bundle: ModelBundle, text: str) -> list[int]:
     return encode_text(bundle, text, add_special_tokens=False)
 
 
-def encode_prompt_with_offsets(bundle: ModelBundle, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+def encode_prompt_with_offsets(bundle: TokenizedModel, text: str) -> tuple[list[int], list[tuple[int, int]]]:
     """:func:`encode_prompt` plus each token's ``(start, end)`` character span in ``text``
     (``return_token_offsets``)."""
     backend = _backend(bundle)
@@ -38,7 +47,7 @@ def encode_prompt_with_offsets(bundle: ModelBundle, text: str) -> tuple[list[int
     return list(enc.ids), [tuple(o) for o in enc.offsets]
 
 
-def encode_text(bundle: ModelBundle, text: str, *, add_special_tokens: bool) -> list[int]:
+def encode_text(bundle: TokenizedModel, text: str, *, add_special_tokens: bool) -> list[int]:
     """Token ids of plain text (completions prompts, ``/tokenize``); ``add_special_tokens`` adds
     the tokenizer's BOS/EOS post-processing as ``tokenizer(text, add_special_tokens=...)``."""
     backend = _backend(bundle)
@@ -57,7 +66,8 @@ class TokenLookup(Mapping[str, int]):
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
 
     def __getitem__(self, text: str) -> int:
-        tid = self._backend.token_to_id(text) if isinstance(text, str) else None
+        backend = self._backend
+        tid = backend.token_to_id(text) if backend is not None and isinstance(text, str) else None
         if tid is None:
             raise KeyError(text)
         return int(tid)
@@ -72,7 +82,7 @@ class TokenLookup(Mapping[str, int]):
         return True
 
 
-def vocab_lookup(bundle: ModelBundle) -> Mapping[str, int]:
+def vocab_lookup(bundle: TokenizedModel) -> Mapping[str, int]:
     """Token text → id for the bundle's tokenizer: a :class:`TokenLookup` over the Rust backend, or
     ``get_vocab()`` when there is none."""
     if _backend(bundle) is None:
@@ -80,12 +90,12 @@ def vocab_lookup(bundle: ModelBundle) -> Mapping[str, int]:
     return TokenLookup(bundle.tokenizer)
 
 
-def decode(bundle: ModelBundle, ids: Sequence[int]) -> str:
+def decode(bundle: TokenizedModel, ids: Sequence[int]) -> str:
     """Text of ``ids`` with special tokens kept (``tokenizer.decode(ids)``)."""
     return str(bundle.tokenizer.decode(list(ids)))
 
 
-def token_strings(bundle: ModelBundle, ids: Sequence[int]) -> list[str]:
+def token_strings(bundle: TokenizedModel, ids: Sequence[int]) -> list[str]:
     """Vocabulary strings of ``ids`` (``convert_ids_to_tokens``)."""
     return [str(t) for t in bundle.tokenizer.convert_ids_to_tokens(list(ids))]
 

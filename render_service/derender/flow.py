@@ -1,5 +1,9 @@
-"""Derender request handling shared by chat and completions: bound checks, the parser's
-``ParseContext``, the initial stream state, and the one-choice streaming step.
+"""The derender request flow shared by chat and completions: bound checks, the parser's
+``ParseContext``, the initial state, and the whole streaming call (:func:`run_stream`: open or
+resume the state, advance the chunk's one choice, shape it, encode the next state).
+
+The endpoint modules (:mod:`.chat`, :mod:`.completions`) only validate their body and say how a
+step's output becomes their choice shape.
 
 Source of the checks: upstream §6.1/§6.2 error list (token lists longer than
 ``max_model_len``, ``top_logprobs`` longer than ``max_logprobs``, empty batch ``token_ids``,
@@ -10,14 +14,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import detokenize, logprobs, stop_strings
-from .errors import InvalidRequest, InvalidStreamState, RenderServiceError
-from .models import ModelBundle, check_model
-from .pipeline import Pipeline, StepOutput, advance
-from .protocol.derender import (
+from ..errors import InvalidRequest, InvalidStreamState, RenderServiceError
+from ..models import ModelBundle, check_model
+from ..protocol.derender import (
     ChatRequestFields,
     GenerateChoice,
     GenerateTokensStreamResponse,
@@ -25,7 +27,9 @@ from .protocol.derender import (
     StreamState,
     Usage,
 )
-from .settings import Settings
+from ..settings import Settings
+from . import detokenize, logprobs, stop_strings
+from .pipeline import Pipeline, StepOutput, advance
 from .stream_state import decode_state, encode_state
 
 logger = logging.getLogger(__name__)
@@ -134,7 +138,7 @@ def usage_block(prompt: int, completion: int) -> dict[str, Any]:
 # --- streaming (chat and completions share the step) ----------------------------------------
 
 
-def stream_step(
+def _stream_step(
     bundle: ModelBundle,
     settings: Settings,
     pipe: Pipeline,
@@ -151,9 +155,9 @@ def stream_step(
     :class:`InvalidStreamState` (400) instead of a 500.
     """
     if not resumed:
-        return _step(bundle, settings, pipe, state, gen)
+        return _advance_chunk(bundle, settings, pipe, state, gen)
     try:
-        return _step(bundle, settings, pipe, state, gen)
+        return _advance_chunk(bundle, settings, pipe, state, gen)
     except RenderServiceError:
         raise
     except (TypeError, KeyError, ValueError, AttributeError, IndexError, AssertionError) as exc:
@@ -163,7 +167,7 @@ def stream_step(
         ) from None
 
 
-def _step(
+def _advance_chunk(
     bundle: ModelBundle,
     settings: Settings,
     pipe: Pipeline,
@@ -190,7 +194,7 @@ def _step(
     )
 
 
-def stream_usage(req_prompt: int | None, state: StreamState, usage: Usage | None) -> dict[str, Any] | None:
+def _stream_usage(req_prompt: int | None, state: StreamState, usage: Usage | None) -> dict[str, Any] | None:
     if usage is None:
         return None
     prompt = (
@@ -203,7 +207,7 @@ def stream_usage(req_prompt: int | None, state: StreamState, usage: Usage | None
     return usage_block(prompt, usage.completion_tokens or 0)
 
 
-def open_state(
+def _open_state(
     bundle: ModelBundle,
     settings: Settings,
     pipe: Pipeline,
@@ -238,7 +242,7 @@ def open_state(
     )
 
 
-def stream_reply(
+def _stream_reply(
     settings: Settings,
     req: Any,
     state: StreamState,
@@ -256,7 +260,7 @@ def stream_reply(
         "created": state.created,
         "model": state.model,
         "choices": choices,
-        "usage": stream_usage(req.prompt_tokens, state, gen.usage),
+        "usage": _stream_usage(req.prompt_tokens, state, gen.usage),
         "system_fingerprint": None,
         **extra,
         "metrics": gen.metrics,
@@ -267,3 +271,48 @@ def stream_reply(
         "stream_state": encode_state(state, settings.stream_state_keys),
         "stop_generation": bool(out and out.stop_generation),
     }
+
+
+def is_stream(body: Any) -> bool:
+    """Whether a derender body asks for streaming (``"stream": true``).
+
+    Raises:
+        InvalidRequest: the body is not a JSON object.
+    """
+    if not isinstance(body, dict):
+        raise InvalidRequest("request body must be a JSON object")
+    return body.get("stream") is True
+
+
+ChoiceShape = Callable[[StepOutput, GenerateChoice, StreamState], dict[str, Any]]
+
+
+def run_stream(
+    bundle: ModelBundle,
+    settings: Settings,
+    pipe: Pipeline,
+    req: Any,
+    opts: OutputOptions | None,
+    lp_limit: int | None,
+    *,
+    object_name: str,
+    shape: ChoiceShape,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """One streaming derender call: ``{"chunk", "stream_state", "stop_generation"}``.
+
+    ``req`` is the validated stream body (``generate_chunk``, ``stream_state``, first-call
+    ``prompt_token_ids`` / ``prompt_tokens``); ``opts`` the first call's request fields;
+    ``shape(out, choice, state)`` turns the step's output into the endpoint's choice (it may update
+    ``state``, e.g. the role flag or a running offset); ``extra`` holds endpoint-specific
+    top-level chunk keys.
+
+    Raises:
+        InvalidStreamState: a malformed, tampered, foreign or inconsistent ``stream_state``.
+        InvalidRequest: more than one choice in the chunk, token lists over ``max_model_len``.
+    """
+    state = _open_state(bundle, settings, pipe, req, opts, lp_limit)
+    out, state = _stream_step(bundle, settings, pipe, state, req.generate_chunk,
+                              resumed=req.stream_state is not None)
+    choices = [] if out is None else [shape(out, req.generate_chunk.choices[0], state)]
+    return _stream_reply(settings, req, state, out, object_name, choices, extra)

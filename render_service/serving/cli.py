@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .settings import Settings
+from ..settings import Settings
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,9 +23,9 @@ import json
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from .fast_tokenizer import (
@@ -223,7 +223,7 @@ def _upgrade(cached: CachedEncoder, tokenizer: Any, proof_cache: Path | None) ->
             cached.encoder = fast
     finally:
         cached.settled.set()
-        from .models import release_memory  # the proof's temporary tables
+        from ..memory import release_memory  # the proof's temporary tables
 
         release_memory()
 
@@ -246,7 +246,7 @@ def build_prompt_encoder(
     FastEncoder (≈ 1–2 s: the BPE proof) in a daemon thread, switching to it when done; its
     ``settled`` event is set when that attempt has finished (successfully or not). Start it in the
     process that serves (after any fork): a thread does not survive ``fork``.
-    ``proof_cache``: see :func:`~render_service.fast_tokenizer.build_fast_encoder`.
+    ``proof_cache``: see :func:`~render_service.tokens.fast_tokenizer.build_fast_encoder`.
     """
     plain = HFPieceEncoder(
         tokenizer, dict(tokenizer.get_added_vocab()) if hasattr(tokenizer, "get_added_vocab") else {}

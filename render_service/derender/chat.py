@@ -1,4 +1,4 @@
-"""Derender: engine output token ids → OpenAI responses, batch and one-chunk-per-call streaming.
+"""Chat derender: engine output token ids → OpenAI chat responses, batch and one chunk per call.
 
 Entry points (each takes the loaded bundle, the settings and the parsed JSON body):
 
@@ -6,14 +6,14 @@ Entry points (each takes the loaded bundle, the settings and the parsed JSON bod
   false, ``{"chunk": ChatCompletionStreamResponse, "stream_state": str, "stop_generation":
   bool}`` when true.
 * ``derender_completion(bundle, settings, body)``: the completions analogue
-  (:mod:`render_service.derender_completions`).
+  (:mod:`render_service.derender.completions`).
 
-Both run the per-choice pipeline of :mod:`render_service.pipeline`; request checks, the initial
-state and the streaming step live in :mod:`render_service.derender_requests`.
+Both run the per-choice pipeline of :mod:`render_service.derender.pipeline`; request checks, the
+initial state and the streaming call live in :mod:`render_service.derender.flow`.
 
 Streaming contract (differs from vLLM 0.33 where it is better):
 
-* ``stream_state`` is an opaque string (:mod:`render_service.stream_state`); echo it unchanged.
+* ``stream_state`` is an opaque string (:mod:`render_service.derender.stream_state`); echo it unchanged.
   Each call costs O(new tokens): nothing is replayed. After the first call ``chat_request`` /
   ``completion_request`` and ``prompt_token_ids`` may be omitted (they are ignored then).
 * ``stop`` strings are enforced while streaming (upstream refuses them): text that may start a
@@ -21,7 +21,7 @@ Streaming contract (differs from vLLM 0.33 where it is better):
   ``stop_reason: "<string>"`` and the response ``"stop_generation": true`` — the caller should
   abort the engine request. Later chunks of a finished stream return ``choices: []`` (usage,
   if the engine sent it, is still passed through).
-* Tool-call ids are deterministic (:func:`render_service.pipeline.tool_call_id`).
+* Tool-call ids are deterministic (:func:`render_service.derender.pipeline.tool_call_id`).
 
 Errors (400 unless noted): validation; unknown model (404); parser configured and no
 ``chat_request`` (batch, or the first streaming call); more than one choice in a stream chunk;
@@ -33,28 +33,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import derender_completions
-from .derender_requests import (
+from ..errors import InvalidRequest
+from ..models import ModelBundle, check_model
+from ..protocol.derender import (
+    ChatRequestFields,
+    DerenderChatRequest,
+    DerenderChatStreamRequest,
+    GenerateChoice,
+    StreamState,
+)
+from ..settings import Settings
+from .flow import (
     chat_lp_limit,
     check_choice,
     check_len,
     initial_state,
-    open_state,
-    stream_reply,
-    stream_step,
+    is_stream,
+    run_stream,
     usage_block,
 )
-from .errors import InvalidRequest
-from .models import ModelBundle, check_model
 from .pipeline import StepOutput, advance, pipeline_for
-from .protocol.derender import (
-    ChatRequestFields,
-    DerenderChatRequest,
-    DerenderChatStreamRequest,
-    DerenderCompletionRequest,
-    DerenderCompletionStreamRequest,
-)
-from .settings import Settings
 
 MAX_CHOICES = 16384
 PARSER_NEEDS_REQUEST = (
@@ -68,27 +66,11 @@ PARSER_NEEDS_REQUEST_STREAM = (
 )
 
 
-def _is_stream(body: Any) -> bool:
-    if not isinstance(body, dict):
-        raise InvalidRequest("request body must be a JSON object")
-    return body.get("stream") is True
-
-
 def derender_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
     """Chat derender; dispatches on ``body["stream"]``."""
-    if _is_stream(body):
+    if is_stream(body):
         return _chat_stream(bundle, settings, DerenderChatStreamRequest.model_validate(body))
     return _chat_batch(bundle, settings, DerenderChatRequest.model_validate(body))
-
-
-def derender_completion(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
-    """Completions derender (never parses); dispatches on ``body["stream"]``."""
-    if _is_stream(body):
-        request = DerenderCompletionStreamRequest.model_validate(body)
-        return derender_completions.completion_stream(bundle, settings, request)
-    return derender_completions.completion_batch(
-        bundle, settings, DerenderCompletionRequest.model_validate(body)
-    )
 
 
 # --- chat batch ---------------------------------------------------------------------------------
@@ -186,35 +168,33 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
     }
 
 
+def _delta_choice(out: StepOutput, choice: GenerateChoice, state: StreamState) -> dict[str, Any]:
+    delta: dict[str, Any] = {
+        "role": None if state.role else "assistant",
+        "content": out.content or None,
+        "reasoning": out.reasoning or None,
+    }
+    if out.tool_calls:
+        delta["tool_calls"] = out.tool_calls
+    state.role = True
+    return {
+        "index": choice.index,
+        "delta": delta,
+        "logprobs": out.logprobs,
+        "finish_reason": out.finish_reason,
+        "stop_reason": out.stop_reason,
+        "token_ids": choice.token_ids if state.ret_ids and not state.hide else None,
+        "weight_versions": None,
+    }
+
+
 def _chat_stream(bundle: ModelBundle, settings: Settings, req: DerenderChatStreamRequest) -> dict[str, Any]:
     check_model(bundle, req.model)
     pipe = pipeline_for(bundle, settings)
     if req.stream_state is None and pipe.parser is not None and req.chat_request is None:
         raise InvalidRequest(PARSER_NEEDS_REQUEST_STREAM, param="chat_request")
-    state = open_state(bundle, settings, pipe, req, req.chat_request, chat_lp_limit(req.chat_request))
-    out, state = stream_step(bundle, settings, pipe, state, req.generate_chunk,
-                             resumed=req.stream_state is not None)
-    choices = []
-    if out is not None:
-        choice = req.generate_chunk.choices[0]
-        delta: dict[str, Any] = {
-            "role": None if state.role else "assistant",
-            "content": out.content or None,
-            "reasoning": out.reasoning or None,
-        }
-        if out.tool_calls:
-            delta["tool_calls"] = out.tool_calls
-        state.role = True
-        choices.append(
-            {
-                "index": choice.index,
-                "delta": delta,
-                "logprobs": out.logprobs,
-                "finish_reason": out.finish_reason,
-                "stop_reason": out.stop_reason,
-                "token_ids": choice.token_ids if state.ret_ids and not state.hide else None,
-                "weight_versions": None,
-            }
-        )
-    extra = {"prompt_token_ids": None, "prompt_text": None}
-    return stream_reply(settings, req, state, out, "chat.completion.chunk", choices, extra)
+    return run_stream(
+        bundle, settings, pipe, req, req.chat_request, chat_lp_limit(req.chat_request),
+        object_name="chat.completion.chunk", shape=_delta_choice,
+        extra={"prompt_token_ids": None, "prompt_text": None},
+    )

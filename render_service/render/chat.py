@@ -1,0 +1,116 @@
+"""Chat render: an OpenAI chat request → one ``GenerateRequest`` (vLLM 0.33
+``/v1/chat/completions/render``; upstream-render-api.md §3, §5).
+
+Errors: :class:`~render_service.errors.InvalidRequest` and subclasses (400), pydantic
+``ValidationError`` (400, mapped by the app), :class:`~render_service.errors.UnknownModel` (404).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidRequest
+from ..models import ModelBundle, check_model
+from ..protocol.chat import ChatCompletionRequest
+from ..settings import Settings
+from . import messages, sampling, tool_choice
+from .chat_prompt import ChatPrompt, chat_prompt, reasoning_ended, tool_output_is_guided_json
+from .request import base_id, check_common, check_logprobs, generate_request
+
+
+def _check_chat(req: ChatCompletionRequest, body: dict[str, Any], settings: Settings) -> int | None:
+    """Request-level checks of a chat request; returns the engine ``logprobs`` (top-k) value."""
+    check_common(req, body)
+    if body.get("continue_final_message") and body.get("add_generation_prompt"):
+        raise InvalidRequest(
+            "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+            param="continue_final_message",
+        )
+    if req.top_logprobs is not None and req.top_logprobs != 0 and not req.logprobs:
+        raise InvalidRequest(
+            "when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs"
+        )
+    top_logprobs = (req.top_logprobs if req.top_logprobs is not None else 0) if req.logprobs else None
+    check_logprobs(top_logprobs, settings, "top_logprobs")
+    check_logprobs(req.prompt_logprobs, settings, "prompt_logprobs")
+    return top_logprobs
+
+
+def _adjust_chat(
+    bundle: ModelBundle,
+    settings: Settings,
+    req: ChatCompletionRequest,
+    choice: str | dict[str, Any],
+    tools: list[dict[str, Any]] | None,
+) -> ChatCompletionRequest:
+    """What upstream's parser ``adjust_request`` and ``echo`` change before sampling params are
+    built: the forced-tool JSON schema, ``skip_special_tokens=False`` when a parser needs the
+    markers, prompt logprobs for ``echo``."""
+    update: dict[str, Any] = {}
+    forced = tool_choice.forced_schema(choice, tools, req.parallel_tool_calls)
+    if forced is not None and tool_output_is_guided_json(bundle, settings):
+        update.update(structured_outputs={"json": forced}, response_format=None)
+    if settings.reasoning_parser or (settings.tool_call_parser and tools and choice != "none"):
+        update["skip_special_tokens"] = False
+    if req.echo and req.prompt_logprobs is None and req.top_logprobs is not None:
+        update["prompt_logprobs"] = req.top_logprobs
+    return req.model_copy(update=update) if update else req
+
+
+def _parse_context(
+    req: ChatCompletionRequest,
+    tools: list[dict[str, Any]] | None,
+    choice: str | dict[str, Any],
+    prompt: ChatPrompt,
+) -> dict[str, Any]:
+    """``parse_context`` (upstream shape; template kwargs include the generation-prompt flags)."""
+    return {
+        "tools": tools,
+        "tool_choice": choice,
+        "parallel_tool_calls": req.parallel_tool_calls if req.parallel_tool_calls is not None else True,
+        "include_reasoning": req.include_reasoning,
+        "chat_template_kwargs": {
+            **prompt.template_kwargs,
+            "add_generation_prompt": req.add_generation_prompt,
+            "continue_final_message": req.continue_final_message,
+        },
+        "history_tool_call_cnt": prompt.history_tool_call_cnt,
+    }
+
+
+def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
+    """One ``GenerateRequest`` dict for an OpenAI chat request (upstream-render-api.md §3, §5).
+
+    Raises:
+        InvalidRequest: beam search, ``stream_options`` without ``stream``, tool-choice problems,
+            untrusted request template, bad messages/tools, template failure or budget, prompt
+            too long (``ContextLengthExceeded``), logprobs over ``--max-logprobs``.
+        UnknownModel: ``model`` is not served.
+    """
+    if not isinstance(body, dict):
+        raise InvalidRequest("request body must be a JSON object")
+    req = ChatCompletionRequest.model_validate(body)
+    check_model(bundle, req.model)
+    top_logprobs = _check_chat(req, body, settings)
+    tools = messages.validate_tools(req.tools)
+    choice = tool_choice.resolve(req.tool_choice, tools, settings)
+    template_tools = None if choice == "none" and settings.exclude_tools_when_tool_choice_none else tools
+    prompt = chat_prompt(bundle, settings, req, template_tools)
+
+    requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    max_tokens = sampling.resolve_max_tokens(requested, len(prompt.token_ids), bundle)
+    req = _adjust_chat(bundle, settings, req, choice, tools)
+    sp = sampling.build(req, max_tokens=max_tokens, logprobs=top_logprobs, bundle=bundle, settings=settings)
+    parse_context = _parse_context(req, tools, choice, prompt)
+    ctk = parse_context["chat_template_kwargs"]
+    return generate_request(
+        req,
+        request_id=f"chatcmpl-{base_id(body)}",
+        token_ids=prompt.token_ids,
+        sampling_params=sp,
+        model=req.model,  # copied from the request, as upstream (null when absent)
+        token_offsets=prompt.token_offsets,
+        reasoning_ended=reasoning_ended(bundle, settings, parse_context, prompt.token_ids),
+        reasoning_parser_kwargs={"chat_template_kwargs": ctk} if settings.reasoning_parser else None,
+        parse_context=parse_context,
+    )

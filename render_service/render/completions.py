@@ -1,0 +1,86 @@
+"""Completions render: an OpenAI completions request → one ``GenerateRequest`` per prompt (vLLM 0.33
+``/v1/completions/render``; upstream-render-api.md §5, §9).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidRequest
+from ..models import ModelBundle, check_model
+from ..protocol.completion import CompletionRequest
+from ..settings import Settings
+from ..tokens import tokenization
+from . import sampling
+from .chat_prompt import check_ids
+from .request import base_id, check_common, check_logprobs, generate_request
+
+
+def _completion_prompts(bundle: ModelBundle, req: CompletionRequest) -> list[list[int]]:
+    prompts = _completion_prompt_ids(bundle, req)
+    return [
+        tokenization.truncate(ids, req.truncate_prompt_tokens, req.truncation_side, bundle.max_model_len)
+        for ids in prompts
+    ]
+
+
+def _completion_prompt_ids(bundle: ModelBundle, req: CompletionRequest) -> list[list[int]]:
+    prompt = req.prompt
+    if isinstance(prompt, str):
+        return [tokenization.encode_text(bundle, prompt, add_special_tokens=req.add_special_tokens)]
+    if not prompt:
+        raise InvalidRequest("prompt must not be empty", param="prompt")
+    if all(isinstance(p, int) for p in prompt):
+        return [check_ids(bundle, prompt, "prompt")]
+    out = []
+    for i, p in enumerate(prompt):
+        if isinstance(p, str):
+            out.append(tokenization.encode_text(bundle, p, add_special_tokens=req.add_special_tokens))
+        else:
+            out.append(check_ids(bundle, p, f"prompt.{i}"))
+    return out
+
+
+def render_completion(bundle: ModelBundle, settings: Settings, body: Any) -> list[dict[str, Any]]:
+    """One ``GenerateRequest`` per prompt of an OpenAI completions request (upstream §5, §9).
+
+    Raises:
+        InvalidRequest: beam search, ``stream_options`` without ``stream``, ``suffix`` (no FIM
+            rendering here), ``prompt_embeds``, empty prompt, ids outside the vocabulary,
+            prompt too long, logprobs over ``--max-logprobs``.
+        UnknownModel: ``model`` is not served.
+    """
+    if not isinstance(body, dict):
+        raise InvalidRequest("request body must be a JSON object")
+    if body.get("prompt_embeds") is not None:
+        raise InvalidRequest("prompt_embeds is not supported by this render service", param="prompt_embeds")
+    req = CompletionRequest.model_validate(body)
+    check_model(bundle, req.model)
+    model = req.model  # copied from the request, as upstream (null when absent)
+    check_common(req, body)
+    if req.suffix is not None:
+        raise InvalidRequest("suffix is not supported for this model", param="suffix")
+    check_logprobs(req.logprobs, settings, "logprobs")
+    check_logprobs(req.prompt_logprobs, settings, "prompt_logprobs")
+    prompts = _completion_prompts(bundle, req)
+    base = f"cmpl-{base_id(body)}"
+    out = []
+    for i, ids in enumerate(prompts):
+        if not ids:
+            raise InvalidRequest("No token_ids rendered: the prompt is empty", param="prompt")
+        max_tokens = sampling.resolve_max_tokens(
+            req.max_tokens, len(ids), bundle, clamp="max_tokens" not in body
+        )
+        prompt_logprobs_req = req
+        if req.echo and req.prompt_logprobs is None and req.logprobs is not None:
+            prompt_logprobs_req = req.model_copy(update={"prompt_logprobs": req.logprobs})
+        sp = sampling.build(
+            prompt_logprobs_req,
+            max_tokens=max_tokens,
+            logprobs=req.logprobs,
+            bundle=bundle,
+            settings=settings,
+        )
+        rid = base if len(prompts) == 1 else f"{base}-{i}"
+        out.append(generate_request(req, request_id=rid, token_ids=ids, sampling_params=sp, model=model))
+    return out

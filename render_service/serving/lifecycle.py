@@ -1,0 +1,79 @@
+"""What the server processes share at their start and end: the settings handed to worker
+processes (``RENDER_SERVICE_SETTINGS_JSON``) and the SIGTERM drain.
+
+Imported by both :mod:`.server` (which starts workers) and :mod:`.app` (which each worker builds),
+so that neither imports the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ..settings import Settings
+from .logging_setup import configure_logging
+
+logger = logging.getLogger(__name__)
+
+SETTINGS_ENV = "RENDER_SERVICE_SETTINGS_JSON"
+
+
+def settings_to_json(settings: Settings) -> str:
+    """Serialize settings for worker processes (tuples become lists)."""
+    return orjson.dumps(dataclasses.asdict(settings)).decode()
+
+
+def settings_from_json(text: str) -> Settings:
+    """Inverse of :func:`settings_to_json`."""
+    data: dict[str, Any] = orjson.loads(text)
+    for f in dataclasses.fields(Settings):
+        if isinstance(data.get(f.name), list):
+            data[f.name] = tuple(data[f.name])
+    return Settings(**data)
+
+
+def settings_from_env() -> Settings:
+    """Settings from ``RENDER_SERVICE_SETTINGS_JSON``; logging configured from them.
+
+    Raises:
+        RuntimeError: the variable is not set (the factory is only for CLI-started workers).
+    """
+    text = os.environ.get(SETTINGS_ENV)
+    if not text:
+        raise RuntimeError(f"{SETTINGS_ENV} is not set; start workers with `render-service serve`")
+    settings = settings_from_json(text)
+    configure_logging(os.environ.get("RENDER_SERVICE_LOG_LEVEL", "info"), settings.log_format)
+    return settings
+
+
+def install_drain_handler(state: Any, delay: float) -> Callable[[], None]:
+    """On SIGTERM, set ``state.draining`` (``/ready`` → 503), then after ``delay`` s hand the signal
+    to the server's own handler (stop accepting, finish in-flight, exit).
+
+    Only in the main thread with ``delay > 0``; returns a function restoring the previous handler.
+    """
+    if delay <= 0 or threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def drain(signum: int, frame: Any) -> None:
+        if state.draining:
+            return
+        state.draining = True
+        logger.info("SIGTERM: draining for %.1f s before shutdown", delay)
+        if callable(previous):
+            threading.Timer(delay, previous, args=(signum, None)).start()
+
+    signal.signal(signal.SIGTERM, drain)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
