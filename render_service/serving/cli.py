@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="memory cap of the multi-turn prompt prefix cache (0 disables it)")
     add_ops_flags(serve)
     apply_env_defaults(serve)
+    health = sub.add_parser("health", help="probe the local server's /health (container HEALTHCHECK)")
+    health.add_argument("--url", default=None,
+                        help="URL to probe; default: the address of the running `serve` (PID 1's "
+                             "flags, then RENDER_SERVICE_HOST/PORT)")
+    health.add_argument("--timeout", type=float, default=2.0)
     return parser
 
 
@@ -198,7 +203,12 @@ def check_parser_names(reasoning_parser: str | None, tool_call_parser: str | Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "health":
+        from . import healthcheck
+
+        return healthcheck.main(parser, args.url, args.timeout)
     if args.enable_auto_tool_choice and not args.tool_call_parser:
         raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
     check_parser_names(args.reasoning_parser, args.tool_call_parser)

@@ -3,8 +3,11 @@
 * ``renderer_num_workers == 1``: the app runs in this process.
 * ``> 1``: uvicorn's multi-process supervisor spawns N workers, each building the app with
   :func:`render_service.serving.app.app_from_env` from the settings passed in
-  ``RENDER_SERVICE_SETTINGS_JSON``; a worker that dies is replaced while the others keep serving. Prometheus runs in multiprocess mode
-  over a fresh temporary folder (``PROMETHEUS_MULTIPROC_DIR``) unless one is given.
+  ``RENDER_SERVICE_SETTINGS_JSON``; a worker that dies is replaced while the others keep
+  serving. Prometheus runs in multiprocess mode over a fresh temporary folder
+  (``PROMETHEUS_MULTIPROC_DIR``) unless one is given.
+* A writable temporary directory is required (:func:`check_temp_dir`): on a read-only root
+  filesystem, mount a tmpfs at ``/tmp``.
 * SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0. With ``shutdown_delay`` the
   worker first answers ``/ready`` with 503 for that many seconds while still serving, so load
   balancers stop sending before the listener closes.
@@ -26,10 +29,37 @@ from .logging_setup import configure_logging, uvicorn_log_config
 
 logger = logging.getLogger(__name__)
 
+TMP_NEEDED = (
+    "render-service needs a writable temporary directory (worker metrics, tokenizer caches): none "
+    "of TMPDIR, /tmp, /var/tmp, /usr/tmp or the working directory is writable. On a read-only root "
+    "filesystem mount one, e.g. `docker run --read-only --tmpfs /tmp ...` (the Helm chart mounts an "
+    "emptyDir at /tmp)."
+)
+
+
+def check_temp_dir() -> str:
+    """The writable temporary directory, found as :mod:`tempfile` finds it.
+
+    Raises:
+        SystemExit: none is writable (:data:`TMP_NEEDED`), before any worker starts.
+    """
+    try:
+        with tempfile.TemporaryFile():
+            return tempfile.gettempdir()
+    except (FileNotFoundError, PermissionError, OSError):
+        tempfile.tempdir = None  # let a later mount be found on the next try
+        raise SystemExit(TMP_NEEDED) from None
+
+
 def serve(settings: Settings, log_level: str = "info") -> int:
-    """Run the service until SIGTERM/SIGINT; returns the exit code (0 after a graceful stop)."""
+    """Run the service until SIGTERM/SIGINT; returns the exit code (0 after a graceful stop).
+
+    Raises:
+        SystemExit: no writable temporary directory (:func:`check_temp_dir`).
+    """
     import uvicorn
 
+    check_temp_dir()
     configure_logging(log_level, settings.log_format)
     common: dict[str, Any] = {
         "host": settings.host, "port": settings.port, "log_level": log_level, "access_log": False,
