@@ -1,11 +1,17 @@
-"""Shared fixtures: paths to ../shared, and real uvicorn servers on 127.0.0.1.
+"""Shared fixtures: paths to ../shared, one cache of loaded models, and real uvicorn servers on
+127.0.0.1.
 
 ``serve(**settings)`` starts the app in a background thread on a free port and yields an
 ``httpx.Client`` bound to it; servers are cached per settings for the whole session.
+``shared_bundle(settings)`` and ``hf_tokenizer(folder)`` load each model once per test process:
+servers, helpers and tests that need the same model share it (loading a bundle costs seconds of
+CPU and a few hundred MB).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import gc
 import os
 import socket
@@ -17,7 +23,9 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from hypothesis import settings as hypothesis_settings
 
+from render_service.models import ModelBundle, load_bundle
 from render_service.serving.app import create_app
 from render_service.settings import Settings
 
@@ -39,6 +47,67 @@ def model_dir(name: str) -> str:
     return str(shared_path("models", name))
 
 
+#: Hypothesis profile: ``ci`` (the default, and what CI runs) keeps every property's full example
+#: count; ``HYPOTHESIS_PROFILE=dev`` runs a fifth of them for a quicker local loop.
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+_SCALE = {"ci": 1.0, "dev": 0.2}
+if PROFILE not in _SCALE:
+    raise pytest.UsageError(f"HYPOTHESIS_PROFILE={PROFILE!r}: choose one of {', '.join(_SCALE)}")
+hypothesis_settings.register_profile("ci", deadline=None)
+hypothesis_settings.register_profile("dev", deadline=None, max_examples=20)
+hypothesis_settings.load_profile(PROFILE)
+
+
+def examples(n: int) -> int:
+    """The example count for a property written for ``n`` examples under the active profile
+    (``n`` under ``ci``; a fifth, at least 5, under ``dev``)."""
+    return n if PROFILE == "ci" else max(5, int(n * _SCALE[PROFILE]))
+
+
+#: Settings fields that :func:`render_service.models.load_bundle` does not read. Bundles loaded under
+#: settings that differ only in these are the same, so they are shared; any other field (including
+#: one added later) keeps bundles apart, which is never wrong, only slower.
+NOT_BUNDLE_FIELDS = frozenset({
+    "host", "port", "reasoning_parser", "tool_call_parser", "enable_auto_tool_choice",
+    "default_chat_template_kwargs", "max_logprobs", "keep_stop_strings", "renderer_num_workers",
+    "trust_request_chat_template", "exclude_tools_when_tool_choice_none",
+    "chat_template_content_format", "template_max_seconds", "template_max_chars",
+    "renderer_threads", "max_queued_requests", "queue_timeout", "max_request_body_bytes",
+    "max_messages", "max_tools", "max_n", "max_stream_state_bytes", "api_keys",
+    "stream_state_keys", "allow_unsigned_stream_state", "shutdown_delay", "log_format",
+    "timeout_keep_alive",
+})
+_BUNDLES: dict[str, ModelBundle] = {}
+MAX_BUNDLES = 6
+"""Loaded bundles kept per test process (least recently used dropped beyond this)."""
+
+
+def bundle_key(settings: Settings) -> str:
+    """What identifies the bundle ``settings`` load."""
+    fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+    return repr(sorted((k, v) for k, v in fields.items() if k not in NOT_BUNDLE_FIELDS))
+
+
+def shared_bundle(settings: Settings) -> ModelBundle:
+    """``load_bundle(settings)``, loaded once per test process for all settings that share the
+    bundle fields (see :data:`NOT_BUNDLE_FIELDS`). Raises what ``load_bundle`` raises."""
+    key = bundle_key(settings)
+    bundle = _BUNDLES.pop(key, None) or load_bundle(settings)
+    _BUNDLES[key] = bundle  # most recently used last
+    while len(_BUNDLES) > MAX_BUNDLES:
+        _BUNDLES.pop(next(iter(_BUNDLES)))
+    return bundle
+
+
+@functools.cache
+def hf_tokenizer(folder: str):  # type: ignore[no-untyped-def]
+    """The plain Hugging Face tokenizer of ``../shared/models/<folder>`` (the reference the tests
+    compare with), loaded once per test process."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(shared_path("models", folder)))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,7 +119,12 @@ class _Server:
         port = _free_port()
         self.settings = settings
         self.base_url = f"http://127.0.0.1:{port}"
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+        try:
+            bundle: ModelBundle | None = shared_bundle(settings)
+        except Exception:  # noqa: BLE001 - the app loads it itself and fails as the test expects
+            bundle = None
+        app = create_app(settings, bundle)
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

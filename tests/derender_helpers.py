@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Iterator, Sequence
 
-from conftest import MODELS, model_dir
+from conftest import MODELS, model_dir, shared_bundle
 from hypothesis import strategies as st
 
-from render_service.models import ModelBundle, load_bundle
+from render_service.models import ModelBundle
 from render_service.settings import Settings
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -50,10 +49,9 @@ texts = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=6)), max_si
 cuts = st.lists(st.integers(min_value=1, max_value=6), max_size=40)
 
 
-@functools.cache
 def bundle(name: str, **kwargs: object) -> ModelBundle:
     """A loaded bundle for a ../shared model folder (cached per process)."""
-    return load_bundle(Settings(model=model_dir(name), **kwargs))  # type: ignore[arg-type]
+    return shared_bundle(Settings(model=model_dir(name), **kwargs))  # type: ignore[arg-type]
 
 
 def split(ids: Sequence[int], sizes: Sequence[int]) -> Iterator[list[int]]:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from conftest import MODELS, shared_path
+from conftest import hf_tokenizer as _hf_tokenizer
 from hypothesis import strategies as st
 
 from render_service.tokens.fast_tokenizer import FastEncoder, build_fast_encoder
@@ -19,12 +20,9 @@ MODEL_NAMES = (
 QWEN3 = "Qwen--Qwen3-0.6B"
 
 
-@functools.cache
-def hf_tokenizer(name: str):
+def hf_tokenizer(name: str):  # type: ignore[no-untyped-def]
     """The Hugging Face tokenizer of ``../shared/models/<name>`` (loaded once per session)."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(shared_path("models", name)))
+    return _hf_tokenizer(name)
 
 
 @functools.cache

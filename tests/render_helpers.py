@@ -4,13 +4,12 @@ readable token-list assertion and a pinned clock for date-dependent templates.""
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 from typing import Any
 
-from conftest import model_dir
+from conftest import model_dir, shared_bundle
 
+from render_service.models import ModelBundle
 from render_service.render import messages
-from render_service.models import ModelBundle, load_bundle
 from render_service.settings import Settings
 
 MODEL_FOLDERS = (
@@ -24,10 +23,9 @@ MODEL_FOLDERS = (
 )
 
 
-@functools.cache
 def bundle_for(folder: str) -> ModelBundle:
     """The loaded bundle of a ../shared/models folder (max_model_len raised so no case is cut)."""
-    return load_bundle(Settings(model=model_dir(folder), max_model_len=1_000_000))
+    return shared_bundle(Settings(model=model_dir(folder), max_model_len=1_000_000))
 
 
 def settings_for(folder: str, **kw: Any) -> Settings:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from derender_helpers import QWEN3, bundle, byte_token_ids, cuts, split, stream_body
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -219,7 +220,7 @@ def test_n_choices_with_parser_are_independent():
     assert [(m["reasoning"], m["content"]) for m in msgs] == [("a", "first"), ("b", "second")]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(sizes=cuts, k=st.integers(0, 3))
 def test_completion_logprobs_stream_equals_batch(sizes, k):
     """Completions logprobs streamed in any split (state serialised between calls) equal the

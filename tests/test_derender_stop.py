@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from conftest import examples
 from derender_helpers import QWEN3, bundle, cuts, split, stream_body
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,7 +11,7 @@ from render_service import derender
 from render_service.derender import stop_strings
 from render_service.settings import Settings
 
-SETTINGS = settings(max_examples=150, deadline=None)
+SETTINGS = settings(max_examples=examples(150), deadline=None)
 
 
 def run_stream(pieces, stops, include=False):
@@ -131,7 +132,7 @@ def test_min_tokens_exempts_early_text():
     assert choice["text"] == "stop now and " and choice["stop_reason"] == "stop"
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(sizes=cuts, min_tokens=st.integers(0, 6), include=st.booleans())
 def test_stream_equals_batch_with_stops(sizes, min_tokens, include):
     """Completions: streaming (any chunking, state serialised between calls) equals batch for

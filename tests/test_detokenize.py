@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from derender_helpers import MODEL_NAMES, QWEN3, bundle, byte_token_ids, cuts, split, stream_body, texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,7 +13,7 @@ from render_service.derender.detokenize import DetokState, detokenizer_for
 
 FFFD = "\ufffd"
 SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 
 

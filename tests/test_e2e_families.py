@@ -8,7 +8,6 @@ streaming must join to exactly the batch message.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import model_dir
+from conftest import hf_tokenizer, model_dir
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -121,11 +120,8 @@ FAMILIES = [
 ]
 
 
-@functools.cache
 def tokenizer(folder: str) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(model_dir(folder))
+    return hf_tokenizer(folder)
 
 
 def setup(serve, family: Family) -> tuple[Any, dict[str, Any], list[int], list[int]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import shared_path
+from conftest import examples, shared_path
 from fast_tokenizer_support import MODEL_NAMES, fast_encoder, hf_ids, hf_tokenizer, prompt_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -40,7 +40,7 @@ def test_random_text_matches_hf(name):
     enc = fast_encoder(name)
     added = sorted(enc.added)
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
     @given(prompt_texts(added))
     def check(text):
         assert enc.encode(text) == hf_ids(name, text)
@@ -82,30 +82,34 @@ def test_llamacpp_published_ids(name, base):
         assert enc.encode(text) == ids, text
 
 
-def test_exhaustive_code_points_match_hf():
+@pytest.mark.parametrize(
+    "name",
+    ["Qwen--Qwen3-0.6B", "meta-llama--Llama-3.1-8B-Instruct", "openai--gpt-oss-20b",
+     "mistralai--Mistral-Nemo-Instruct-2407"],
+)
+def test_exhaustive_code_points_match_hf(name):
     """Every code point (surrogates excluded) in several contexts (after letters, spaces, digits,
     doubled, before combining marks of classes 1/220/230/240, and HF-NFD-decomposed) gives HF's ids:
-    regex classes and NFC tables of tiktoken/Python agree with Oniguruma/HF on all of Unicode."""
+    regex classes and NFC tables of tiktoken/Python agree with Oniguruma/HF on all of Unicode.
+    One test per tokenizer family (Qwen, Llama-3, o200k, tekken), so they can run in parallel."""
     from tokenizers.normalizers import NFD
 
+    if name not in MODEL_NAMES:
+        pytest.skip(f"needs ../shared: models/{name} not found")
     probes = "\u0334\u0316\u0301\u0345"
-    for name in ("Qwen--Qwen3-0.6B", "meta-llama--Llama-3.1-8B-Instruct", "openai--gpt-oss-20b",
-                 "mistralai--Mistral-Nemo-Instruct-2407"):
-        if name not in MODEL_NAMES:
-            continue
-        enc, tok = fast_encoder(name), hf_tokenizer(name)
-        chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-        texts = []
-        for start in range(0, len(chars), 512):
-            block = chars[start:start + 512]
-            nfd = NFD().normalize_str("\n".join(block))
-            pieces = [f"x{c}{c} {c}1{c}{c}" + "".join(c + p for p in probes) for c in block]
-            texts.append("\n".join(pieces) + "\n" + nfd)
-        for batch in range(0, len(texts), 16):  # small batches: HF's batch encodings are large
-            chunk = texts[batch:batch + 16]
-            expected = tok(chunk, add_special_tokens=False)["input_ids"]
-            for text, ids in zip(chunk, expected, strict=True):
-                assert enc.encode(text) == ids, (name, text[:40])
+    enc, tok = fast_encoder(name), hf_tokenizer(name)
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    texts = []
+    for start in range(0, len(chars), 512):
+        block = chars[start:start + 512]
+        nfd = NFD().normalize_str("\n".join(block))
+        pieces = [f"x{c}{c} {c}1{c}{c}" + "".join(c + p for p in probes) for c in block]
+        texts.append("\n".join(pieces) + "\n" + nfd)
+    for batch in range(0, len(texts), 16):  # small batches: HF's batch encodings are large
+        chunk = texts[batch:batch + 16]
+        expected = tok(chunk, add_special_tokens=False)["input_ids"]
+        for text, ids in zip(chunk, expected, strict=True):
+            assert enc.encode(text) == ids, (name, text[:40])
 
 
 def test_surrogates_fail_like_hf():
@@ -191,7 +195,7 @@ def test_byte_level_decoder_is_a_bijection():
     assert table["Ġ"] == 0x20 and table["Ċ"] == 0x0A
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.text(alphabet="ab", max_size=12))
 def test_two_letter_vocab_hf_equivalence_is_checked(text):
     """Sanity of the proof helper on a toy vocab: every 2-part state the loop reports is adjacent bytes

@@ -7,6 +7,7 @@ import time
 
 import anyio
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,7 +86,7 @@ LIMITS = BodyLimits(max_messages=5, max_tools=5, max_n=5, max_stream_state_bytes
 json_leaf = st.none() | st.booleans() | st.integers() | st.text(max_size=10)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.dictionaries(st.sampled_from(["messages", "tools", "n", "stream_state", "chat_request", "x"]),
                     st.recursive(json_leaf, lambda c: st.lists(c, max_size=8) | st.dictionaries(

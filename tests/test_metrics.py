@@ -8,9 +8,9 @@ import re
 from prometheus_client.parser import text_string_to_metric_families
 
 from render_service.fingerprint import config_fingerprint
+from render_service.models import load_bundle
 from render_service.serving.logging_setup import ACCESS_LOGGER, JsonFormatter
 from render_service.serving.metrics import count_tokens, register_cache
-from render_service.models import load_bundle
 from render_service.settings import Settings
 
 

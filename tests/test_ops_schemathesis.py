@@ -19,13 +19,14 @@ from collections import Counter
 import httpx
 import pytest
 import schemathesis
+from conftest import examples
 from hypothesis import HealthCheck, settings
 from openapi_spec_validator import validate
 
 POST_ROUTES = ("/v1/chat/completions/render", "/v1/completions/render", "/v1/chat/completions/derender",
                "/v1/completions/derender", "/tokenize", "/detokenize")
 PARSERS = {"reasoning_parser": "qwen3", "tool_call_parser": "hermes", "enable_auto_tool_choice": True}
-EXAMPLES = int(os.environ.get("RENDER_FUZZ_EXAMPLES", "200"))
+EXAMPLES = int(os.environ.get("RENDER_FUZZ_EXAMPLES", str(examples(200))))
 REQUESTS: Counter[tuple[str, str]] = Counter()
 STATUSES: Counter[tuple[str, int]] = Counter()
 

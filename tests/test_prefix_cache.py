@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from conftest import examples
 from fast_tokenizer_support import (
     MODEL_NAMES,
     QWEN3,
@@ -36,7 +37,7 @@ def test_hf_itself_encodes_pieces_independently(name):
     tok = hf_tokenizer(name)
     pieces = HFPieceEncoder(tok, tok.get_added_vocab())
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
     @given(prompt_texts(sorted(pieces.added)))
     def check(text):
         ids = []
@@ -53,7 +54,7 @@ def test_cached_encoder_matches_hf_on_random_text(name):
     text is encoded twice, the second time from cache."""
     cached = CachedEncoder(fast_encoder(name), max_bytes=64 * 1024)
 
-    @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(100), deadline=None, suppress_health_check=list(HealthCheck))
     @given(prompt_texts(sorted(fast_encoder(name).added)))
     def check(text):
         expected = hf_ids(name, text)

@@ -4,13 +4,13 @@ unexpected exception (which the app would turn into a 500)."""
 from __future__ import annotations
 
 import pytest
+from conftest import examples, shared_bundle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from render_service import render
 from render_service.errors import RenderServiceError
-from render_service.models import load_bundle
 from render_service.settings import Settings
 
 _SETTINGS = Settings(reasoning_parser="qwen3", tool_call_parser="hermes", enable_auto_tool_choice=True)
@@ -74,10 +74,10 @@ bodies = st.fixed_dictionaries(
 @pytest.fixture(scope="module")
 def bundle():
     """Embedded Qwen3 bundle."""
-    return load_bundle(_SETTINGS)
+    return shared_bundle(_SETTINGS)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=bodies)
 def test_any_chat_body_is_result_or_4xx(bundle, body):
     """Random chat bodies give a GenerateRequest or a 4xx error, nothing else."""
@@ -91,7 +91,7 @@ def test_any_chat_body_is_result_or_4xx(bundle, body):
     assert out["token_ids"]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     body=st.fixed_dictionaries(
         {"prompt": json_values},

@@ -8,14 +8,14 @@ import json
 
 import jinja2
 import pytest
-from conftest import shared_path
+from conftest import examples, shared_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from render_helpers import MODEL_FOLDERS, assert_tokens_eq, bundle_for, pin_clock, reference_ids, settings_for
 
-from render_service.render import chat_prompt, messages
 from render_service.errors import TemplateRenderError
 from render_service.protocol.chat import ChatCompletionRequest
+from render_service.render import chat_prompt, messages
 
 WEATHER = {
     "type": "function",
@@ -202,7 +202,7 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40) | st.s
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(folder=st.sampled_from(MODEL_FOLDERS), parts=st.lists(_TEXT, min_size=1, max_size=4), answer=_TEXT)
 def test_random_contents_match_transformers(folder, parts, answer, monkeypatch):
     """Random unicode and special-token-looking text in user/assistant turns renders identically."""
@@ -227,7 +227,7 @@ _ARGS = st.dictionaries(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     folder=st.sampled_from(["Qwen--Qwen3-0.6B", "meta-llama--Llama-3.1-8B-Instruct", "openai--gpt-oss-20b"]),
     args=_ARGS,

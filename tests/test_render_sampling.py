@@ -4,12 +4,12 @@ generation_config.json, max_tokens resolution and the stop-string policy."""
 from __future__ import annotations
 
 import pytest
+from conftest import examples, shared_bundle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from render_service import render
 from render_service.errors import ContextLengthExceeded
-from render_service.models import load_bundle
 from render_service.settings import Settings
 
 USER = [{"role": "user", "content": "hi"}]
@@ -20,7 +20,7 @@ PROMPT_LEN = 9  # Qwen3 "hi" with generation prompt
 def qwen():
     """The embedded Qwen3 bundle and default settings."""
     s = Settings()
-    return load_bundle(s), s
+    return shared_bundle(s), s
 
 
 def sp_of(qwen, settings=None, **body):
@@ -96,7 +96,7 @@ def test_generation_config_defaults_and_openai_defaults(qwen):
     sp = sp_of(qwen)
     assert (sp["temperature"], sp["top_p"], sp["top_k"], sp["repetition_penalty"]) == (0.6, 0.95, 20, 1.0)
     s = Settings(generation_config="vllm")
-    sp = render.render_chat(load_bundle(s), s, {"messages": USER})["sampling_params"]
+    sp = render.render_chat(shared_bundle(s), s, {"messages": USER})["sampling_params"]
     assert (sp["temperature"], sp["top_p"], "top_k" in sp) == (1.0, 1.0, False)
 
 
@@ -115,7 +115,7 @@ def test_response_format_to_structured_outputs(qwen):
     assert "structured_outputs" not in sp_of(qwen, response_format={"type": "text"})
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(
     requested=st.one_of(st.none(), st.integers(1, 40960)),
     which=st.sampled_from(["max_tokens", "max_completion_tokens"]),
@@ -149,7 +149,7 @@ def test_max_new_tokens_default(tmp_path):
     shutil.copytree(EMBEDDED_MODEL_DIR, folder)
     (folder / "generation_config.json").write_text('{"max_new_tokens": 300, "temperature": 0.5}')
     s = Settings(model=str(folder))
-    sp = render.render_chat(load_bundle(s), s, {"messages": USER})["sampling_params"]
+    sp = render.render_chat(shared_bundle(s), s, {"messages": USER})["sampling_params"]
     assert sp["max_tokens"] == 300 and sp["temperature"] == 0.5
 
 

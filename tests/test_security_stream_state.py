@@ -15,6 +15,7 @@ import zlib
 
 import orjson
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
@@ -106,7 +107,7 @@ def test_tampered_state_is_rejected_or_harmless(serve):
     reference = _next(client, state)
     assert reference.status_code == 200
 
-    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(120), deadline=None, suppress_health_check=list(HealthCheck))
     @given(_mutations(state))
     def check(tampered):
         if tampered == state:
@@ -214,7 +215,7 @@ def test_random_strings_never_5xx(serve):
     b64 = st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", max_size=60)
     shaped = st.tuples(st.sampled_from(["1j", "1z", "2j", "1x"]), b64, b64).map(".".join)
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.one_of(st.text(max_size=80), shaped, st.integers(), st.lists(st.integers(), max_size=3)))
     def check(value):
         r = _next(client, value)
@@ -250,7 +251,7 @@ def test_forged_state_bodies_never_5xx(serve, config):
     client = serve(allow_unsigned_stream_state=True, **config)
     payload = _payload((_parser_state if config else _first_state)(client))
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
     @given(_rewrites(payload))
     def check(forged):
         r = _next(client, _forge(forged, None))

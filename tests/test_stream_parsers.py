@@ -10,6 +10,7 @@ import functools
 import json
 
 import pytest
+from conftest import examples
 from derender_helpers import QWEN3, bundle, split, stream_body
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -112,7 +113,7 @@ def as_batch_calls(choice):
     }
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     think=st.one_of(st.none(), words),
     text=words,

@@ -9,11 +9,11 @@ import pytest
 from derender_helpers import QWEN3, bundle
 
 from render_service import derender
+from render_service.derender.stream_state import decode_state, encode_state
 from render_service.errors import InvalidStreamState
+from render_service.fingerprint import config_fingerprint
 from render_service.protocol.derender import StreamState
 from render_service.settings import Settings
-from render_service.derender.stream_state import decode_state, encode_state
-from render_service.fingerprint import config_fingerprint
 
 FP = "f" * 64
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -127,7 +128,7 @@ def _sent_names(deltas: list[Any]) -> dict[int, str]:
 
 
 @pytest.mark.parametrize(("kind", "name"), NAMES)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_stream_equals_batch_for_any_split(kind, name, data):
     """For this parser name: joined deltas of a randomly chunked stream (state JSON round-tripped

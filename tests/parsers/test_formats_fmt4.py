@@ -8,6 +8,7 @@ import json
 
 import orjson
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -392,7 +393,7 @@ def outputs(draw):
     return "openai_gptoss", "openai", "".join(msgs)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(outputs(), st.data())
 def test_any_chunking_with_state_round_trips_equals_batch(case, data):
     """Joined stream deltas == batch for random splits, with the state passed through JSON

@@ -11,6 +11,7 @@ import functools
 import json
 
 import orjson
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,7 +107,7 @@ def split(draw, text: str) -> list[str]:
 CHOICES = ["auto", "auto", "required", "none", {"type": "function", "function": {"name": "f"}}]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(name=st.sampled_from(NAMES), text=outputs, choice=st.sampled_from(CHOICES), data=st.data())
 def test_stream_equals_batch_for_any_chunking(name, text, choice, data):
     """Joined deltas of any chunking (state through JSON between chunks) equal the batch
@@ -121,7 +122,7 @@ def test_stream_equals_batch_for_any_chunking(name, text, choice, data):
         assert call.name is not None and call.arguments is not None
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(name=st.sampled_from(NAMES), prose=st.text(alphabet="ab <>/\n é.", min_size=1, max_size=20))
 def test_state_stays_flat_over_plain_text(name, prose):
     """Feeding 50 chunks of plain prose keeps the serialised state under a fixed size (at most
@@ -197,7 +198,7 @@ def test_long_whitespace_run_is_withheld_only_up_to_a_bound():
     assert [e for e in pieces if e[0] != "content"] == [e for e in whole if e[0] != "content"]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(name=st.sampled_from(NAMES), text=outputs, data=st.data())
 def test_feed_is_pure(name, text, data):
     """Feeding the same state twice gives the same result (a retried chunk): feed never
@@ -224,7 +225,7 @@ def _case_texts() -> list[tuple[str, str, dict]]:
     return [(c.tool, c.text, c.ctx) for c in cases if c.tool in NAMES]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_case_outputs_stream_equals_batch_for_any_chunking(data):
     """Every conformance-case output of these families (batch-only cases too), split at random

@@ -8,6 +8,7 @@ import json
 
 import orjson
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -372,7 +373,7 @@ def output_and_chunks(draw, pieces):
     return text, [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.sampled_from(XML_PARSERS + PY_PARSERS), st.data())
 def test_any_output_any_chunking_stream_equals_batch(parser, data):
     """For arbitrary tag soup and any chunking (state through JSON), joined stream == batch,
@@ -392,7 +393,7 @@ def test_any_output_any_chunking_stream_equals_batch(parser, data):
 xml_text = st.text(alphabet='ab <>/="\\\n\té数😀', max_size=12)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.dictionaries(st.sampled_from(["s", "city", "free"]), xml_text, max_size=3), st.data())
 def test_qwen3_coder_string_values_round_trip_any_chunking(values, data):
     """Any string value (with '<', quotes, newlines) comes back exactly, newline-trimmed once,
@@ -417,7 +418,7 @@ py_value = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(
         st.dictionaries(st.sampled_from(["a", "b_1", "cls"]), py_value, max_size=3), min_size=1, max_size=3

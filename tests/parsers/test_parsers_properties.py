@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import orjson
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,7 +92,7 @@ def case(draw):
     return reasoning, tool, kwargs, text, draw(split(text))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case())
 def test_stream_equals_batch_for_any_split(c):
     """Joined stream deltas (state JSON round-tripped between chunks) equal the batch parse,
@@ -105,7 +106,7 @@ def test_stream_equals_batch_for_any_split(c):
     assert call_delta_problems(deltas) == []
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(case())
 def test_state_round_trip_changes_nothing(c):
     """Serialising the state with orjson between every chunk gives the same deltas."""
@@ -119,7 +120,7 @@ def test_state_round_trip_changes_nothing(c):
         assert orjson.loads(orjson.dumps(state)) == state
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.text(alphabet="ab <>/\n é数", max_size=30).filter(lambda t: "<tool_call>" not in t),
     st.lists(tool_call(), max_size=3),
@@ -170,7 +171,7 @@ def test_state_size_flat_after_streamed_arguments():
     assert long == short
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from(["a", "b_c", "é"]), json_args), min_size=1, max_size=3),
     st.sampled_from([None, 2]),
@@ -187,7 +188,7 @@ def test_guided_required_array_any_split(calls, indent, data):
     assert [(c.name, json.loads(c.arguments)) for c in streamed.tool_calls] == calls
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(json_args, st.sampled_from(["", " ", "\n"]), st.data())
 def test_guided_named_any_split(args, pad, data):
     """A named tool_choice streams the bare arguments object as that function's arguments."""
