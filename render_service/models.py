@@ -106,8 +106,12 @@ def _max_model_len(settings: Settings, config: dict[str, Any], tokenizer: Any) -
     return 8192
 
 
-def load_bundle(settings: Settings) -> ModelBundle:
+def load_bundle(settings: Settings, tokenizer: Any = None) -> ModelBundle:
     """Load tokenizer, template and configs for ``settings.model_path``.
+
+    ``tokenizer``: the Hugging Face tokenizer of that folder when the caller already loaded it
+    (bundles of one folder under several settings can share it: it holds no per-settings data);
+    loaded with ``AutoTokenizer.from_pretrained`` otherwise.
 
     Raises:
         OSError: the folder or hub id cannot be loaded (offline and not cached).
@@ -115,7 +119,8 @@ def load_bundle(settings: Settings) -> ModelBundle:
     from transformers import AutoTokenizer
 
     root = settings.model_path
-    tokenizer = AutoTokenizer.from_pretrained(root)
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(root)
     _drop_build_inputs(tokenizer)
     folder = Path(root)
     config = _read_json(folder / "config.json") if folder.is_dir() else {}

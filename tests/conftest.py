@@ -78,8 +78,9 @@ NOT_BUNDLE_FIELDS = frozenset({
     "timeout_keep_alive",
 })
 _BUNDLES: dict[str, ModelBundle] = {}
-MAX_BUNDLES = 6
-"""Loaded bundles kept per test process (least recently used dropped beyond this)."""
+MAX_BUNDLES = 12
+"""Loaded bundles kept per test process (least recently used dropped beyond this): more than the
+nine model folders, since several tests loop over all of them."""
 
 
 def bundle_key(settings: Settings) -> str:
@@ -92,7 +93,10 @@ def shared_bundle(settings: Settings) -> ModelBundle:
     """``load_bundle(settings)``, loaded once per test process for all settings that share the
     bundle fields (see :data:`NOT_BUNDLE_FIELDS`). Raises what ``load_bundle`` raises."""
     key = bundle_key(settings)
-    bundle = _BUNDLES.pop(key, None) or load_bundle(settings)
+    bundle = _BUNDLES.pop(key, None)
+    if bundle is None:
+        path = settings.model_path
+        bundle = load_bundle(settings, _tokenizer_at(path) if Path(path).is_dir() else None)
     _BUNDLES[key] = bundle  # most recently used last
     while len(_BUNDLES) > MAX_BUNDLES:
         _BUNDLES.pop(next(iter(_BUNDLES)))
@@ -100,12 +104,16 @@ def shared_bundle(settings: Settings) -> ModelBundle:
 
 
 @functools.cache
-def hf_tokenizer(folder: str):  # type: ignore[no-untyped-def]
-    """The plain Hugging Face tokenizer of ``../shared/models/<folder>`` (the reference the tests
-    compare with), loaded once per test process."""
+def _tokenizer_at(path: str):  # type: ignore[no-untyped-def]
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(shared_path("models", folder)))
+    return AutoTokenizer.from_pretrained(path)
+
+
+def hf_tokenizer(folder: str):  # type: ignore[no-untyped-def]
+    """The plain Hugging Face tokenizer of ``../shared/models/<folder>`` (the reference the tests
+    compare with), loaded once per test process and shared with the bundles of that folder."""
+    return _tokenizer_at(str(shared_path("models", folder)))
 
 
 def _free_port() -> int:
