@@ -65,9 +65,9 @@ class Settings:
         api_keys: accepted ``Authorization: Bearer`` keys on ``/v1*`` and ``/inference*``;
             empty = no auth (``--api-key``, env ``RENDER_SERVICE_API_KEY`` / ``VLLM_API_KEY``).
         stream_state_keys: HMAC keys for ``stream_state``; the first signs, any verifies
-            (rotation). Empty and not ``allow_unsigned_stream_state`` → a random key is generated at
-            start-up (one for all worker processes of a ``serve``) with a warning
-            (``--stream-state-key``, ``--stream-state-key-file``).
+            (rotation). Empty and not ``allow_unsigned_stream_state`` → states are signed with a key
+            derived from the configuration fingerprint (the same on identically configured
+            replicas; not secret), with a warning (``--stream-state-key``, ``--stream-state-key-file``).
         prefix_cache_bytes: memory cap of the multi-turn prefix cache of prompt token ids
             (``--prefix-cache-bytes``; 0 disables it).
         allow_unsigned_stream_state: accept and emit unsigned states

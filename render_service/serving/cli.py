@@ -202,10 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.enable_auto_tool_choice and not args.tool_call_parser:
         raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
     check_parser_names(args.reasoning_parser, args.tool_call_parser)
-    from .auth import ensure_stream_state_keys
     from .logging_setup import configure_logging
     from .server import serve
 
     configure_logging(args.log_level, args.log_format)
-    settings = ensure_stream_state_keys(settings_from_args(args))  # one key for all workers
+    settings = settings_from_args(args)  # signing mode is logged by create_app in each worker
     return serve(settings, args.log_level)
