@@ -68,6 +68,9 @@ class Settings:
             (rotation). Empty and not ``allow_unsigned_stream_state`` → states are signed with a key
             derived from the configuration fingerprint (the same on identically configured
             replicas; not secret), with a warning (``--stream-state-key``, ``--stream-state-key-file``).
+        stream_interval: default ``sampling_params.stream_interval`` for requests without one
+            (``--stream-interval``; vLLM ``SamplingParams.stream_interval``: the engine sends a
+            streamed output every N tokens; None = leave it to the engine's ``--stream-interval``).
         prefix_cache_bytes: memory cap of the multi-turn prefix cache of prompt token ids
             (``--prefix-cache-bytes``; 0 disables it).
         allow_unsigned_stream_state: accept and emit unsigned states
@@ -109,6 +112,7 @@ class Settings:
     api_keys: tuple[str, ...] = ()
     stream_state_keys: tuple[str, ...] = ()
     prefix_cache_bytes: int = 64 * 1024 * 1024
+    stream_interval: int | None = None
     allow_unsigned_stream_state: bool = False
     shutdown_delay: float = 0.0
     log_format: str = "json"

@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="size budget of one rendered prompt in characters (over budget: 400)")
     serve.add_argument("--prefix-cache-bytes", type=int, default=64 * 1024 * 1024,
                        help="memory cap of the multi-turn prompt prefix cache (0 disables it)")
+    serve.add_argument("--stream-interval", type=int, default=None,
+                       help="default sampling_params.stream_interval (engine sends a chunk every N "
+                       "tokens) for requests that do not set stream_interval")
     add_ops_flags(serve)
     apply_env_defaults(serve)
     return parser
@@ -164,6 +167,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         template_max_seconds=args.template_max_seconds,
         template_max_chars=args.template_max_chars,
         prefix_cache_bytes=args.prefix_cache_bytes,
+        stream_interval=args.stream_interval,
         renderer_threads=args.renderer_threads,
         max_queued_requests=args.max_queued_requests,
         queue_timeout=args.queue_timeout,
