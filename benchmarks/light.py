@@ -87,8 +87,9 @@ class Connection:
         self.sock.close()
 
 
-def _server_socket_inode(server_port: int, client_port: int) -> str | None:
-    """Inode of the server side of the loopback TCP connection from ``client_port`` (/proc/net/tcp)."""
+def tcp_sockets() -> list[tuple[int, int, str, str]]:
+    """(local port, remote port, state hex, inode) of every TCP socket (/proc/net/tcp{,6})."""
+    out = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -96,16 +97,20 @@ def _server_socket_inode(server_port: int, client_port: int) -> str | None:
             continue
         for line in lines:
             f = line.split()
-            local, remote = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16)
-            if (local, remote) == (server_port, client_port):
-                return f[9]
+            out.append((int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16), f[3], f[9]))
+    return out
+
+
+def _server_socket_inode(server_port: int, client_port: int) -> str | None:
+    """Inode of the server side of the loopback TCP connection from ``client_port``."""
+    for local, remote, _, inode in tcp_sockets():
+        if (local, remote) == (server_port, client_port):
+            return inode
     return None
 
 
-def _owner(conn: Connection, pids: list[int]) -> int | None:
-    """The server process holding ``conn``'s accepted socket."""
-    server_port = conn.sock.getpeername()[1]
-    inode = _server_socket_inode(server_port, conn.sock.getsockname()[1])
+def holder(inodes: set[str], pids: list[int]) -> int | None:
+    """The first of ``pids`` with an open fd on one of the sockets ``inodes`` (``socket:[N]``)."""
     for pid in pids:
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
@@ -113,11 +118,18 @@ def _owner(conn: Connection, pids: list[int]) -> int | None:
             continue
         for fd in fds:
             try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]":
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
                     return pid
             except OSError:
                 continue
     return None
+
+
+def _owner(conn: Connection, pids: list[int]) -> int | None:
+    """The server process holding ``conn``'s accepted socket."""
+    server_port = conn.sock.getpeername()[1]
+    inode = _server_socket_inode(server_port, conn.sock.getsockname()[1])
+    return holder({f"socket:[{inode}]"}, pids)
 
 
 def balanced_connections(

@@ -15,6 +15,9 @@ Sections (``--only`` takes a comma list; default all):
                 start-up (≤ 3 s), render throughput for chat_9k / short chats, peak RSS per process
                 (≤ 300 MB), N-worker / 1-worker throughput (2 workers ≥ 1.7×).
 * ``gil``       whether HF and tiktoken encode release the GIL (stall of a spinning Python thread).
+* ``hotpaths``  server CPU over HTTP: chat_9k render (ours; vllm-rs with ``RS_URL``; vllm with
+                ``PEER_URL``), later chunk vs a bare route (≤ 1.3×), per-token CPU at 1/4/16 tokens
+                per chunk at output positions 20 and 1,000 (:mod:`benchmarks.hotpaths`).
 * ``peer``      with ``PEER_URL`` set: the same render/derender requests to that server; peer/ours ratio.
 
 Rows whose code is not written yet (``NotImplementedError``) print ``skip`` with the reason.
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import http_servers, inproc, stream
+from . import hotpaths, http_servers, inproc, stream
 from .data import shared_dir
 from .table import Results, render_table
 
@@ -45,6 +48,7 @@ SECTIONS: dict[str, Callable[[Results, Any], None]] = {
     "http": http_servers.workers,
     "gil": inproc.gil,
     "peer": http_servers.peer,
+    "hotpaths": hotpaths.hotpaths,
 }
 
 

@@ -8,6 +8,7 @@ visible before a stream breaks.
 from __future__ import annotations
 
 import hashlib
+import hmac
 
 import orjson
 
@@ -34,3 +35,17 @@ def config_fingerprint(bundle: ModelBundle, settings: Settings) -> str:
     }
     blob = orjson.dumps(facts, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     return hashlib.sha256(blob).hexdigest()
+
+
+#: Label mixed into the fingerprint-derived signing key (a new label invalidates old states).
+_KEY_LABEL = b"render-service stream_state key v1"
+
+
+def fingerprint_key(fingerprint: str) -> str:
+    """The stream-state signing key used when none is configured: 64 hex characters,
+    HMAC-SHA256(label, full fingerprint). Deterministic, so identically configured replicas and
+    worker processes share it without coordination; it is **not secret** (the fingerprint is
+    published in ``X-Render-Config-Fingerprint``), so it binds a state to a configuration and
+    detects corruption, but does not stop a caller from forging states (README, "Stream-state
+    keys")."""
+    return hmac.new(_KEY_LABEL, fingerprint.encode("ascii"), hashlib.sha256).hexdigest()

@@ -65,9 +65,12 @@ class Settings:
         api_keys: accepted ``Authorization: Bearer`` keys on ``/v1*`` and ``/inference*``;
             empty = no auth (``--api-key``, env ``RENDER_SERVICE_API_KEY`` / ``VLLM_API_KEY``).
         stream_state_keys: HMAC keys for ``stream_state``; the first signs, any verifies
-            (rotation). Empty and not ``allow_unsigned_stream_state`` → a random key is generated at
-            start-up (one for all worker processes of a ``serve``) with a warning
-            (``--stream-state-key``, ``--stream-state-key-file``).
+            (rotation). Empty and not ``allow_unsigned_stream_state`` → states are signed with a key
+            derived from the configuration fingerprint (the same on identically configured
+            replicas; not secret), with a warning (``--stream-state-key``, ``--stream-state-key-file``).
+        stream_interval: default ``sampling_params.stream_interval`` for requests without one
+            (``--stream-interval``; vLLM ``SamplingParams.stream_interval``: the engine sends a
+            streamed output every N tokens; None = leave it to the engine's ``--stream-interval``).
         prefix_cache_bytes: memory cap of the multi-turn prefix cache of prompt token ids
             (``--prefix-cache-bytes``; 0 disables it).
         allow_unsigned_stream_state: accept and emit unsigned states
@@ -109,6 +112,7 @@ class Settings:
     api_keys: tuple[str, ...] = ()
     stream_state_keys: tuple[str, ...] = ()
     prefix_cache_bytes: int = 64 * 1024 * 1024
+    stream_interval: int | None = None
     allow_unsigned_stream_state: bool = False
     shutdown_delay: float = 0.0
     log_format: str = "json"

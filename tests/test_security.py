@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from render_service.derender.pipeline import state_keys
+from render_service.fingerprint import fingerprint_key
 from render_service.serving.auth import ensure_stream_state_keys
 from render_service.serving.cli import build_parser, settings_from_args
 from render_service.settings import Settings
@@ -47,13 +49,17 @@ def test_no_keys_means_no_auth(serve):
 
 
 def test_unsigned_stream_state_only_by_explicit_choice():
-    """No key configured → a random signing key is generated (never unsigned by default);
-    --allow-unsigned-stream-state keeps the key list empty; configured keys are kept in order."""
-    generated = ensure_stream_state_keys(Settings())
-    assert len(generated.stream_state_keys) == 1 and len(generated.stream_state_keys[0]) >= 32
-    assert ensure_stream_state_keys(Settings()).stream_state_keys != generated.stream_state_keys
-    assert ensure_stream_state_keys(Settings(allow_unsigned_stream_state=True)).stream_state_keys == ()
-    assert ensure_stream_state_keys(Settings(stream_state_keys=KEYS)).stream_state_keys == KEYS
+    """No key configured → states are signed with the key derived from the configuration
+    fingerprint (never unsigned by default; the same for the same fingerprint, another for another);
+    --allow-unsigned-stream-state → no key; configured keys are kept in order and win."""
+    fp, other = "a" * 64, "b" * 64
+    derived = state_keys(Settings(), fp)
+    assert derived == (fingerprint_key(fp),) and len(derived[0]) == 64
+    assert state_keys(Settings(), fp) == derived and state_keys(Settings(), other) != derived
+    assert state_keys(Settings(allow_unsigned_stream_state=True), fp) == ()
+    assert state_keys(Settings(stream_state_keys=KEYS), fp) == KEYS
+    for s in (Settings(), Settings(allow_unsigned_stream_state=True), Settings(stream_state_keys=KEYS)):
+        assert ensure_stream_state_keys(s) is s  # it only logs the mode
 
 
 def _settings(argv, monkeypatch, env=None):

@@ -216,7 +216,7 @@ def _open_state(
     lp: int | None,
 ) -> StreamState:
     if req.stream_state is not None:
-        state = decode_state(req.stream_state, pipe.fingerprint, settings.stream_state_keys)
+        state = decode_state(req.stream_state, pipe.fingerprint, pipe.state_keys)
         chunk_rid = req.generate_chunk.request_id
         if chunk_rid and state.rid and chunk_rid != state.rid:
             raise InvalidStreamState(
@@ -243,7 +243,7 @@ def _open_state(
 
 
 def _stream_reply(
-    settings: Settings,
+    pipe: Pipeline,
     req: Any,
     state: StreamState,
     out: StepOutput | None,
@@ -268,7 +268,7 @@ def _stream_reply(
     }
     return {
         "chunk": chunk,
-        "stream_state": encode_state(state, settings.stream_state_keys),
+        "stream_state": encode_state(state, pipe.state_keys),
         "stop_generation": bool(out and out.stop_generation),
     }
 
@@ -315,4 +315,4 @@ def run_stream(
     out, state = _stream_step(bundle, settings, pipe, state, req.generate_chunk,
                               resumed=req.stream_state is not None)
     choices = [] if out is None else [shape(out, req.generate_chunk.choices[0], state)]
-    return _stream_reply(settings, req, state, out, object_name, choices, extra)
+    return _stream_reply(pipe, req, state, out, object_name, choices, extra)

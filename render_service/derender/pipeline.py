@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ..fingerprint import FINGERPRINT_CHARS, config_fingerprint
+from ..fingerprint import FINGERPRINT_CHARS, config_fingerprint, fingerprint_key
 from ..models import ModelBundle
 from ..parsing import parser_for
 from ..protocol.derender import StreamState
@@ -39,6 +39,8 @@ class Pipeline:
     eos_id: int | None
     model_eos_ids: frozenset[int]
     fingerprint: str
+    #: Keys that sign (first) and verify ``stream_state`` (:func:`state_keys`).
+    state_keys: tuple[str, ...] = ()
 
     @property
     def cfg(self) -> str:
@@ -70,18 +72,32 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
     if hit is not None and hit[0] is bundle and hit[1] is settings:
         return hit[2]
     tok = bundle.tokenizer
+    fingerprint = config_fingerprint(bundle, settings)
     pipe = Pipeline(
         detok=detokenize.detokenizer_for(tok),
         parser=parser_for(bundle, settings),
         special_ids=bundle.special_token_ids,
         eos_id=tok.eos_token_id,
         model_eos_ids=bundle.eos_token_ids,
-        fingerprint=config_fingerprint(bundle, settings),
+        fingerprint=fingerprint,
+        state_keys=state_keys(settings, fingerprint),
     )
     _PIPELINES[key] = (bundle, settings, pipe)
     while len(_PIPELINES) > _MAX_CACHED:  # a server has one; tests load many bundles
         _PIPELINES.pop(next(iter(_PIPELINES)))
     return pipe
+
+
+def state_keys(settings: Settings, fingerprint: str) -> tuple[str, ...]:
+    """The stream-state signing policy: the configured ``stream_state_keys`` (first signs, any
+    verifies); none configured and ``allow_unsigned_stream_state`` → ``()`` (unsigned); none
+    configured otherwise → the one key derived from the configuration fingerprint
+    (:func:`~render_service.fingerprint.fingerprint_key`), so replicas started with the same
+    flags accept each other's states and a replica with another model, template or parsers
+    rejects them."""
+    if settings.stream_state_keys or settings.allow_unsigned_stream_state:
+        return settings.stream_state_keys
+    return (fingerprint_key(fingerprint),)
 
 
 def tool_call_id(request_id: str, choice_index: int, call_index: int) -> str:

@@ -6,9 +6,10 @@ Format (version 1)::
 
 ``FLAG`` is ``j`` (BODY is the orjson of :class:`~render_service.protocol.derender.StreamState`,
 defaults left out) or ``z`` (the same, zlib-compressed, used only when smaller). Signed when
-``Settings.stream_state_keys`` is non-empty: signed with the first key, any key accepted (key
-rotation); unsigned states are then rejected. Without keys states are unsigned and a signed
-state is accepted without verification being possible (the signature is ignored).
+``keys`` is non-empty (the pipeline's ``state_keys``: configured keys, or the key derived from the
+configuration fingerprint): signed with the first key, any key accepted (key rotation); unsigned
+states are then rejected. With no keys (``--allow-unsigned-stream-state``) states are unsigned
+and a signed state is accepted without verification being possible (the signature is ignored).
 
 Decoding never raises anything but :class:`~render_service.errors.InvalidStreamState` (400):
 malformed text, wrong version, bad signature, oversized, failed strict validation, or a state
@@ -105,14 +106,35 @@ def decode_state(text: object, fingerprint: str, keys: Sequence[str] = ()) -> St
         raise InvalidStreamState(
             f"invalid stream_state: unsupported version {head!r} (this server writes {VERSION!r})"
         )
-    _check_signature(f"{head}.{payload}", parts[2] if len(parts) == 3 else None, keys)
+    try:
+        _check_signature(f"{head}.{payload}", parts[2] if len(parts) == 3 else None, keys)
+    except InvalidStreamState:
+        if _foreign_cfg(head[1], payload, fingerprint):
+            raise _other_configuration() from None
+        raise
     try:
         state = StreamState.model_validate(orjson.loads(_body(head[1], payload)), strict=True)
     except (orjson.JSONDecodeError, ValidationError, TypeError) as exc:
         raise InvalidStreamState(f"invalid stream_state: {type(exc).__name__}") from None
     if state.cfg != fingerprint[:FINGERPRINT_CHARS]:
-        raise InvalidStreamState(
-            "invalid stream_state: made under another server configuration "
-            "(model, template or parsers differ)"
-        )
+        raise _other_configuration()
     return state
+
+
+def _other_configuration() -> InvalidStreamState:
+    return InvalidStreamState(
+        "invalid stream_state: made under another server configuration "
+        "(model, template or parsers differ)"
+    )
+
+
+def _foreign_cfg(flag: str, payload: str, fingerprint: str) -> bool:
+    """Whether a state that failed verification names another configuration: without configured
+    keys the signing key is derived from the fingerprint, so a state from a differently configured
+    replica fails its signature; say why instead of "signature does not match". Only the ``cfg``
+    string is read (bounded body, nothing else trusted)."""
+    try:
+        cfg = orjson.loads(_body(flag, payload)).get("cfg")
+    except (InvalidStreamState, orjson.JSONDecodeError, AttributeError):
+        return False
+    return isinstance(cfg, str) and cfg != fingerprint[:FINGERPRINT_CHARS]

@@ -59,6 +59,7 @@ class SamplingRequestFields(OpenAIBaseModel):
     response_format: dict[str, Any] | None = None
     vllm_xargs: dict[str, Any] | None = None
     thinking_token_budget: int | None = None
+    stream_interval: int | None = Field(default=None, ge=1)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     use_beam_search: bool = False

@@ -149,6 +149,7 @@ def build(
         "logit_bias": (req.logit_bias, None),
         "allowed_token_ids": (req.allowed_token_ids, None),
         "thinking_token_budget": (req.thinking_token_budget, None),
+        "stream_interval": (req.stream_interval or settings.stream_interval, None),
         "structured_outputs": (structured_outputs(req), None),
         "extra_args": (_extra_args(req), None),
     }

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from dataclasses import replace
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -60,23 +59,28 @@ class ApiKeyAuth:
 
 
 def ensure_stream_state_keys(settings: Settings) -> Settings:
-    """Apply the stream-state signing policy: never unsigned unless explicitly allowed.
+    """Log which stream-state signing mode is on; the settings are returned unchanged.
 
-    Keys configured → unchanged. None configured and ``allow_unsigned_stream_state`` → unchanged
-    (the stream-state code emits and accepts unsigned states). None configured otherwise → a random
-    per-process key is generated and a warning logged: states then verify only on this process
-    (the CLI generates one key for all its workers), so replicas behind a load balancer must share
-    configured keys (``--stream-state-key`` / ``RENDER_SERVICE_STREAM_STATE_KEYS`` / key file).
+    The policy itself is :func:`render_service.derender.pipeline.state_keys`: configured keys
+    (``--stream-state-key`` / ``RENDER_SERVICE_STREAM_STATE_KEYS`` / key file) sign and verify;
+    ``allow_unsigned_stream_state`` → unsigned; neither → a key derived from the configuration
+    fingerprint, the same on every identically configured replica and worker process, so streams
+    move between replicas without setup, but a caller who knows the configuration can forge a state.
     """
-    if settings.stream_state_keys or settings.allow_unsigned_stream_state:
-        return settings
-    logger.warning(
-        "no --stream-state-key configured: signing stream_state with a random key generated at "
-        "start-up; streams cannot move to another replica or survive a restart. Configure a shared "
-        "key (--stream-state-key, RENDER_SERVICE_STREAM_STATE_KEYS or --stream-state-key-file) "
-        "for multi-replica deployments."
-    )
-    return replace(settings, stream_state_keys=(generate_key(),))
+    if settings.stream_state_keys:
+        logger.info("stream_state: signed with %d configured key(s)", len(settings.stream_state_keys))
+    elif settings.allow_unsigned_stream_state:
+        logger.warning("stream_state: UNSIGNED (--allow-unsigned-stream-state); use only on a "
+                       "trusted network")
+    else:
+        logger.warning(
+            "stream_state: no --stream-state-key configured, signing with a key derived from the "
+            "configuration fingerprint: replicas with the same model, template and parser flags accept "
+            "each other's states, but the key is not secret, so a caller can forge a state for its own "
+            "stream. For untrusted callers configure a shared secret key (--stream-state-key, "
+            "RENDER_SERVICE_STREAM_STATE_KEYS or --stream-state-key-file)."
+        )
+    return settings
 
 
 def generate_key() -> str:

@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="size budget of one rendered prompt in characters (over budget: 400)")
     serve.add_argument("--prefix-cache-bytes", type=int, default=64 * 1024 * 1024,
                        help="memory cap of the multi-turn prompt prefix cache (0 disables it)")
+    serve.add_argument("--stream-interval", type=int, default=None,
+                       help="default sampling_params.stream_interval (engine sends a chunk every N "
+                       "tokens) for requests that do not set stream_interval")
     add_ops_flags(serve)
     apply_env_defaults(serve)
     health = sub.add_parser("health", help="probe the local server's /health (container HEALTHCHECK)")
@@ -169,6 +172,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         template_max_seconds=args.template_max_seconds,
         template_max_chars=args.template_max_chars,
         prefix_cache_bytes=args.prefix_cache_bytes,
+        stream_interval=args.stream_interval,
         renderer_threads=args.renderer_threads,
         max_queued_requests=args.max_queued_requests,
         queue_timeout=args.queue_timeout,
@@ -212,10 +216,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.enable_auto_tool_choice and not args.tool_call_parser:
         raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
     check_parser_names(args.reasoning_parser, args.tool_call_parser)
-    from .auth import ensure_stream_state_keys
     from .logging_setup import configure_logging
     from .server import serve
 
     configure_logging(args.log_level, args.log_format)
-    settings = ensure_stream_state_keys(settings_from_args(args))  # one key for all workers
+    settings = settings_from_args(args)  # signing mode is logged by create_app in each worker
     return serve(settings, args.log_level)
