@@ -175,7 +175,7 @@ def chat_prompt(
         text = render_chat_text(
             ct,
             conv,
-            tools=tools,
+            tools=messages.template_tools(tools),
             kwargs=kwargs,
             add_generation_prompt=add_gen,
             continue_final_message=req.continue_final_message,
