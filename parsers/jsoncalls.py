@@ -48,6 +48,8 @@ class JsonCalls:
         decode_string_args: arguments given as a JSON *string* are the call's arguments text
             (withheld until the string ends, then decoded: ``"{\"a\": 1}"`` → ``{"a": 1}``), as
             vLLM mistral pre-v11, xlam and gigachat3 keep string arguments as they are.
+            Without it a string argument is still withheld, and decoded once when it holds a
+            JSON object (never double-encoded); other strings stay JSON strings.
         close: text that must follow the JSON (after optional whitespace) for the body to be
             a call (granite4 ``</tool_call>``). The body's calls are then *atomic*: withheld
             until ``close`` arrives and emitted whole, and the body is rejected (its raw text
@@ -206,7 +208,7 @@ def _open_value(st: dict[str, Any], c: str, ev: list[Event]) -> str:
             return "bad"
         st.update(vk="name", pend_name="")
     elif key in st["ak"] and not st["has"]:
-        st.update(vk="args", has=True, sc=c not in '{["', ds=c == '"' and st["dec"])
+        st.update(vk="args", has=True, sc=c not in '{["', ds=c == '"')
         if c not in "{[":  # objects/arrays commit once their first token is seen (_value)
             _maybe_commit(st, ev)
     else:
@@ -323,7 +325,7 @@ def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
 def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
     kind = st["vk"]
     if kind == "args" and st["ds"]:
-        st["pend"] = _decode_string(st["pend"])
+        st["pend"] = _decode_string(st["pend"]) if st["dec"] else _string_object(st["pend"])
     st.update(s="key_pre", vk="", key="", sc=False, ds=False)
     if kind == "name":
         try:
@@ -347,6 +349,20 @@ def _decode_string(raw: str) -> str:
     except ValueError:
         return raw
     return value if isinstance(value, str) else raw
+
+
+def _string_object(raw: str) -> str:
+    """Arguments emitted as a JSON string holding a JSON object (``"{\"a\": 1}"``, Granite and
+    others): the object's text, decoded once, so the call's arguments are that object and not a
+    double-encoded string. Any other string stays the JSON string it was."""
+    text = _decode_string(raw)
+    if text is raw:
+        return raw
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return raw
+    return text if isinstance(value, dict) else raw
 
 
 def _maybe_commit(st: dict[str, Any], ev: list[Event]) -> None:

@@ -86,6 +86,9 @@ class Parser:
                 if chooser
                 else None
             )
+            undecided = ctx.structured_output and "U" in self.reasoning.modes
+            if undecided and (mode or self.reasoning.initial_mode) == "R":
+                mode = "U"  # think_factory: undecided until a reasoning marker shows up
             st["r"] = machine.start(self.reasoning, mode)
         kind, options = self._tool_kind(ctx)
         if kind is not None:

@@ -43,6 +43,9 @@ class ParseContext:
             ``reasoning_effort`` ...); reasoning parsers read their switches here.
         history_tool_call_cnt: tool calls already in the conversation history (Kimi ids).
         enable_auto_tool_choice: the server's ``--enable-auto-tool-choice``.
+        structured_output: the request asked for structured output (``response_format``
+            ``json_object``/``json_schema``/``structural_tag``, or ``structured_outputs``): an
+            output without reasoning markers is then content (reasoning specs start undecided).
     """
 
     tools: tuple[dict[str, Any], ...] | None = None
@@ -52,6 +55,7 @@ class ParseContext:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     history_tool_call_cnt: int = 0
     enable_auto_tool_choice: bool = True
+    structured_output: bool = False
 
 
 @dataclass(frozen=True, slots=True)

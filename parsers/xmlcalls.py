@@ -16,8 +16,11 @@ are built as JSON text with ``json.dumps`` spacing (``{"k": v, "k2": v2}``) and 
   streams as JSON-escaped fragments as it arrives; a held trailing newline or partial closing
   tag is withheld until it is known; other values are held and emitted converted
   (:func:`parsers.arguments.coerce`) when the value closes;
-* an unclosed value is closed by the next opener, the call closer or the block end; an
-  unclosed call by the next call opener or the block end; at end of stream both are closed.
+* only a value's own closing tag (or the next parameter opener) ends it: a block closer, call
+  closer or call opener inside a value is value text when the closing tag follows
+  (``</minimax:tool_call>`` in a string, ``</tool_call>`` in code being written); a value
+  never closed ends at the first of them at the end of the stream; an unclosed call is
+  closed by the next call opener or the block end; at end of stream both are closed.
 
 A block in which no call opener appeared is rejected (its raw text becomes content). Text
 between tags is ignored. State keys: ``buf``, ``ph`` phase, ``raw`` held raw text (``None`` once
@@ -110,7 +113,7 @@ class XmlCalls:
         ph = "name" if self.tags.call_head is None else "pre"
         st = {"buf": marker if bare else "", "ph": ph, "raw": marker, "bare": bare}
         st.update(skip=True, types=None, nk=0, key=None, dec=False, st=False, go=False, nl=False)
-        st.update(val="", pend=None, name="")
+        st.update(val="", pend=None, name="", wait=None)
         return st
 
     def feed(self, st: dict[str, Any], text: str, ctx: Any = None) -> tuple[list[Event], int | None]:
@@ -131,7 +134,9 @@ class XmlCalls:
     def finish(self, st: dict[str, Any], ctx: Any = None) -> list[Event]:
         """End of stream: the rest is value text / junk; close the value and the call."""
         ev: list[Event] = []
-        self._run(st, ev, ctx or {}, final=True)
+        buf = st["buf"]
+        end = self._run(st, ev, ctx or {}, final=True)
+        rest = buf[end:] if end is not None else ""
         if st["ph"] == "name":
             self._open_call(st, st["name"] + st["buf"], ev, ctx or {})
         elif st["ph"] == "val":
@@ -139,7 +144,9 @@ class XmlCalls:
         st["buf"] = ""
         self._close_call(st, ev)
         if st["raw"] is not None:
-            ev.append(("reject", st["raw"]))
+            ev.append(("reject", st["raw"] + rest))
+        elif rest.strip():  # text after a block that waited for a value's closing tag
+            ev.append(("reject", rest))
         return ev
 
     # -- scanning ------------------------------------------------------------------------
@@ -233,16 +240,36 @@ class XmlCalls:
         return m.end(), True
 
     def _scan_value(self, st: dict[str, Any], pos: int, ev: list[Event], final: bool) -> tuple[int, bool]:
-        buf = st["buf"]
+        """Value text up to its own closing tag (or the next parameter opener: an unclosed value,
+        as vLLM). A block or call closer or a call opener inside a value is part of the value
+        when the value's closing tag follows
+        later (``</tool_call>`` in code being written): from such a candidate on, the text waits
+        in ``buf`` (``wait``: how much of it was searched) until the closing tag arrives, and
+        only at the end of the stream without it does the value end at the candidate."""
+        buf, close = st["buf"], self.tags.param_close
+        if st.get("wait") is not None:
+            found = buf.find(close, max(pos, pos + st["wait"] - len(close) + 1))
+            if found < 0 and not final:
+                st["wait"] = len(buf) - pos
+                return pos, False
+            st["wait"] = None
+            if found >= 0:
+                self._value_text(st, buf[pos:found], ev)
+                self._close_value(st, ev)
+                st["ph"] = "args"
+                return found + len(close), True
         m = self.value_end.search(buf, pos)
         if m is None:
             keep = 0 if final else _partial(buf, pos, self.value_prefixes)
             self._value_text(st, buf[pos : len(buf) - keep], ev)
             return len(buf) - keep, False
         self._value_text(st, buf[pos : m.start()], ev)
+        if m.group() not in (close, self.tags.param_head) and not final and st["key"] is not None:
+            st["wait"] = 0  # a candidate end: decided by what follows
+            return m.start(), False
         self._close_value(st, ev)
         st["ph"] = "args"
-        return (m.end() if m.group() == self.tags.param_close else m.start()), True
+        return (m.end() if m.group() == close else m.start()), True
 
     # -- JSON building -------------------------------------------------------------------
 

@@ -232,3 +232,42 @@ def check_model(bundle: ModelBundle, name: str | None) -> str:
     raise UnknownModel(
         f"The model `{name}` does not exist. Valid aliases: {', '.join(bundle.names)}.", param="model"
     )
+
+
+def read_model_facts(root: str, chat_template: str | None = None) -> Any:
+    """The facts ``parsers.auto.choose`` reads, from a model folder (or a cached hub id):
+    ``config.json`` ``architectures`` / ``model_type`` and the chat template text
+    (``chat_template`` = ``--chat-template``, a file path or inline Jinja, wins over
+    ``chat_template.jinja``, ``chat_template.json`` and ``tokenizer_config.json``). Missing
+    files give empty facts (an unknown model). Returns a ``parsers.auto.ModelFacts``."""
+    from parsers.auto import ModelFacts
+
+    folder = Path(root)
+    if not folder.is_dir():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            hit = try_to_load_from_cache(root, "config.json")
+            folder = Path(hit).parent if isinstance(hit, str) else folder
+        except Exception:  # not a hub id either: no facts
+            pass
+    config = _read_json(folder / "config.json")
+    template = ""
+    if chat_template:
+        candidate = Path(chat_template)
+        template = candidate.read_text(encoding="utf-8") if candidate.is_file() else chat_template
+    elif (folder / "chat_template.jinja").is_file():
+        template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    else:
+        raw = _read_json(folder / "chat_template.json").get("chat_template") or _read_json(
+            folder / "tokenizer_config.json"
+        ).get("chat_template")
+        if isinstance(raw, list):  # named templates
+            raw = " ".join(str(t.get("template", "")) for t in raw if isinstance(t, dict))
+        template = raw if isinstance(raw, str) else ""
+    archs = config.get("architectures") or ()
+    return ModelFacts(
+        architectures=tuple(str(a) for a in archs) if isinstance(archs, list) else (),
+        model_type=str(config.get("model_type") or ""),
+        chat_template=template,
+    )

@@ -10,12 +10,14 @@ from render_service.settings import Settings
 
 
 def test_cli_defaults_equal_settings_defaults(monkeypatch):
-    """`render-service serve` with no flags (and no RENDER_SERVICE_* env) yields exactly Settings()."""
+    """`render-service serve` with no flags (and no RENDER_SERVICE_* env) yields exactly Settings(),
+    apart from the parsers `auto` picks for the embedded Qwen3 model (tests/test_auto_parsers.py)."""
     import os
 
     for name in [n for n in os.environ if n.startswith("RENDER_SERVICE_") or n == "VLLM_API_KEY"]:
         monkeypatch.delenv(name)
-    assert settings_from_args(build_parser().parse_args(["serve"])) == Settings()
+    auto = {"reasoning_parser": "qwen3", "tool_call_parser": "hermes", "enable_auto_tool_choice": True}
+    assert settings_from_args(build_parser().parse_args(["serve"])) == Settings(**auto)
 
 
 def test_every_settings_field_has_a_flag():

@@ -498,7 +498,8 @@ def test_real_requests_over_http_match_transformers(serve):
 
 def test_tools_take_vllm_shape(serve):
     """Tools reach the template and parse_context in vLLM's shape: unknown keys (BFCL's
-    ``response``) dropped, absent description/parameters as null, ``strict`` kept when given."""
+    ``response``) dropped, absent description/parameters as null, ``strict`` kept in parse_context when given
+    (not in the prompt: test_tool_fields_prompt.py)."""
     client = serve(**PARSERS)
     tools = [
         {"type": "function", "function": {"name": "a", "response": {"x": 1}}, "extra": 2},

@@ -17,9 +17,9 @@ Wire formats (markers are special tokens)::
 * A call marker outside a ``<｜tool▁calls▁begin｜>`` block is plain content (vLLM looks for
   the block token first). A missing ``<｜tool▁call▁end｜>`` is accepted: the next call or the
   block end closes the call (and the end of the stream does).
-* Deliberate difference: vLLM v3 batch reports a malformed block as "tools called" with an
-  empty list (xfail upstream); here a header without ``<｜tool▁sep｜>`` and fence is dropped
-  like the rest of the block's noise.
+* A malformed call (no ``<｜tool▁sep｜>``, no fence, a header that never ends) gives its text
+  back as content, from its ``<｜tool▁call▁begin｜>`` on (vLLM v3 batch reports "tools called"
+  with an empty list, xfail upstream, and its streaming drops the text: nothing is lost here).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ HEADER_LIMIT = 512
 
 
 def _name(header: str) -> tuple[str, None] | None:
-    name = header.strip()
+    """The call name of a held header ``<｜tool▁call▁begin｜>[type<｜tool▁sep｜>]NAME``."""
+    name = header.removeprefix(CALL_BEGIN).rpartition(SEP)[2].strip()
     return (name, None) if name else None
 
 
@@ -52,24 +53,24 @@ def _spec(name: str, *, v3: bool) -> FormatSpec:
     markers = {"CALLS": CALLS_BEGIN, "CALLS_END": CALLS_END, "CALL": CALL_BEGIN, "END": CALL_END, "SEP": SEP}
     trans = {
         ("C", "CALLS"): Transition("S"),
-        ("S", "CALL"): Transition("H"),
+        ("S", "CALL"): Transition("H", keep=True),
         ("S", "CALLS_END"): Transition("A"),
         ("A", "CALLS"): Transition("S"),
         ("B", "END"): Transition("S"),
-        ("B", "CALL"): Transition("H"),
+        ("B", "CALL"): Transition("H", keep=True),
         ("B", "CALLS_END"): Transition("A"),
-        ("H", "END"): Transition("S", release="drop"),
-        ("H", "CALLS_END"): Transition("A", release="drop"),
+        ("H", "END"): Transition("S", release="content"),
+        ("H", "CALLS_END"): Transition("A", release="content"),
     }
     modes = {"C": CONTENT, "S": DROP, "H": HOLD, "B": BODY, "A": CONTENT if v3 else DROP}
     if v3:  # "function<sep>" then the name up to the fence
         markers["FENCE"] = "```json"
         modes["N"] = HOLD
         trans |= {
-            ("H", "SEP"): Transition("N", release="drop"),
+            ("H", "SEP"): Transition("N", keep=True),
             ("N", "FENCE"): Transition("S", route=True),
-            ("N", "END"): Transition("S", release="drop"),
-            ("N", "CALLS_END"): Transition("A", release="drop"),
+            ("N", "END"): Transition("S", release="content"),
+            ("N", "CALLS_END"): Transition("A", release="content"),
         }
     else:
         trans[("H", "SEP")] = Transition("S", route=True)
@@ -84,7 +85,8 @@ def _spec(name: str, *, v3: bool) -> FormatSpec:
         body_end_mode="S",
         reject_mode="S",
         route=_route,
-        hold_limit={m: (HEADER_LIMIT, Transition("S", release="drop")) for m in ("H", "N") if m in modes},
+        hold_limit={m: (HEADER_LIMIT, Transition("S", release="content")) for m in ("H", "N") if m in modes},
+        finish_release={m: CONTENT for m in ("H", "N") if m in modes},
     )
 
 

@@ -16,6 +16,9 @@ Wire format (markers are special tokens)::
   are still parsed (vLLM stays in its tool preamble state). ``tool_choice="none"`` still
   strips the markup (vLLM engine parser), calls dropped. The singular section tokens
   ``<|tool_call_section_begin|>``/``<|tool_call_section_end|>`` are accepted too.
+* A call with no ``<|tool_call_argument_begin|>`` (ended by ``<|tool_call_end|>``, the section
+  end or the end of the stream) or with a header longer than ``HEADER_LIMIT`` gives its text
+  back as content from its ``<|tool_call_begin|>`` on (vLLM drops it): output is never lost.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ _SANITISED = re.compile(r"functions[._]?([A-Za-z0-9_-]+?)[:_]?\d+")
 
 
 def parse_header(header: str) -> tuple[str, str | None] | None:
-    """``(name, native id or None)`` for a call header, ``None`` to skip the call."""
-    text = header.strip()
+    """``(name, native id or None)`` for a call header (held with its ``<|tool_call_begin|>``),
+    ``None`` to skip the call."""
+    text = header.removeprefix("<|tool_call_begin|>").strip()
     if _NATIVE.fullmatch(text):
         name = text.split(":")[0].removeprefix("functions.")
         return (name, text) if name else None
@@ -43,7 +47,7 @@ def _route(header: str) -> str | None:
     return "B" if parse_header(header) else None
 
 
-#: A call header longer than this is noise: the call is skipped (bounded state).
+#: A call header longer than this is not a header: its text is content (bounded state).
 HEADER_LIMIT = 512
 
 
@@ -63,20 +67,22 @@ SPEC = FormatSpec(
         "END": "<|tool_call_end|>",
     },
     # W: whitespace-only content so far (held), C: content, S: section / after it,
-    # H: call header, B: arguments, K: skipped call.
-    modes={"W": HOLD, "C": CONTENT, "S": DROP, "H": HOLD, "B": BODY, "K": DROP},
+    # H: call header, B: arguments, K: skipped call, X: a header that was not one (content).
+    modes={"W": HOLD, "C": CONTENT, "S": DROP, "H": HOLD, "B": BODY, "K": DROP, "X": CONTENT},
     transitions={
         **{(m, s): Transition("S", release="drop") for m in ("W", "C") for s in _SECTION},
-        **{(m, "CALL"): Transition("H") for m in ("S", "B", "K")},
+        **{(m, "CALL"): Transition("H", keep=True) for m in ("S", "B", "K", "X")},
+        **{("X", e): Transition("S") for e in ("END", *_SECTION_END)},
         **{(m, "END"): Transition("S") for m in ("B", "K")},
-        **{(m, e): Transition("S", release="drop") for m in ("B", "K", "H") for e in _SECTION_END},
+        **{(m, e): Transition("S", release="drop") for m in ("B", "K") for e in _SECTION_END},
+        **{("H", e): Transition("S", release="content") for e in _SECTION_END},
         ("H", "ARGS"): Transition("K", route=True),
-        ("H", "END"): Transition("S", release="drop"),
+        ("H", "END"): Transition("S", release="content"),
     },
     initial_mode="W",
     break_on_text={"W": Transition("C", release="content")},
-    finish_release={"W": CONTENT},
-    hold_limit={"H": (HEADER_LIMIT, Transition("K", release="drop"))},
+    finish_release={"W": CONTENT, "H": CONTENT},
+    hold_limit={"H": (HEADER_LIMIT, Transition("X", release="content"))},
     body=RawArgs(parse_header),
     body_end_mode="S",
     reject_mode="S",

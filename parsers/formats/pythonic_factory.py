@@ -8,6 +8,10 @@ to JSON by :mod:`parsers.pycalls`):
   Text before a start marker is content; a ``[`` later in prose is plain text.
 * A list that is not a call list (``[1, 2]``) is content; names may start with ``_`` (BR33).
 * Whitespace around the calls is dropped; whitespace between prose and a list is kept.
+* ``line_lead``: a lead marker at the start of a line of prose opens a body too
+  (``I will call the tools.\n[f(x=1), g()]``, as SGLang's pythonic detector finds the list after
+  prose); the line break goes with the call, and a list that is not a call list is given back
+  whole (``\n[1, 2]`` stays content).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ def pythonic_spec(
     lead: tuple[str, ...] = (),
     drops: tuple[str, ...] = (),
     options: Mapping[str, Any] | None = None,
+    line_lead: bool = False,
 ) -> FormatSpec:
     """A pythonic-call spec.
 
@@ -35,8 +40,11 @@ def pythonic_spec(
             list (``[``).
         drops: markers dropped after a call list (``<|python_end|>``, ``<|tool_call_end|>``).
         options: :class:`parsers.pycalls.PyCalls` options.
+        line_lead: lead markers also open a body after a newline in prose.
     """
     markers = {f"S{i}": t for i, t in enumerate(starts)} | {f"L{i}": t for i, t in enumerate(lead)}
+    if line_lead:
+        markers |= {f"N{i}": "\n" + t for i, t in enumerate(lead)}
     markers |= {f"D{i}": t for i, t in enumerate(drops)}
     opens = [k for k in markers if k[0] in "SL"]
     trans: dict[tuple[str, str], Transition] = {}
@@ -44,6 +52,9 @@ def pythonic_spec(
         trans |= {("S", k): Transition("B"), ("A", k): Transition("B", release="drop")}
         trans |= {("P", k): Transition("B")}
         if k[0] == "S":
+            trans[("C", k)] = Transition("B")
+    for k in markers:
+        if k[0] == "N":
             trans[("C", k)] = Transition("B")
     for k in markers:
         if k[0] == "D":

@@ -2,7 +2,8 @@
 ``PythonicToolParser`` / ``Llama4PythonicToolParser``).
 
 Wire format: ``[get_weather(city='Paris', days=3), get_time()]`` at the start of the output
-(after whitespace), optionally wrapped in ``<|python_start|>…<|python_end|>`` (anywhere).
+(after whitespace) or at the start of a line after prose, optionally wrapped in
+``<|python_start|>…<|python_end|>`` (anywhere).
 See :mod:`parsers.formats.pythonic_factory` for the shared rules.
 """
 
@@ -10,4 +11,6 @@ from __future__ import annotations
 
 from .pythonic_factory import pythonic_spec
 
-SPEC = pythonic_spec("pythonic", starts=("<|python_start|>",), lead=("[",), drops=("<|python_end|>",))
+SPEC = pythonic_spec(
+    "pythonic", starts=("<|python_start|>",), lead=("[",), drops=("<|python_end|>",), line_lead=True
+)

@@ -26,8 +26,15 @@ the vLLM 0.33 families show (parsers.md section 2):
   parsers that then delegate to vLLM's identity parser: deepseek_v3, holo2, glm45, kimi_k2).
 * ``strip_reasoning_tail``: see :class:`parsers.spec.FormatSpec` (vLLM engine default).
 
-Modes: ``R`` reasoning, ``C`` content, ``I`` identity, ``TC<i>``/``TA<i>`` held tool call /
-after it (inside reasoning), ``CT<i>`` tool call in content, ``T`` after a direct end.
+* Structured output (``ParseContext.structured_output``): where the chooser picks ``R``, the
+  parser starts in ``U`` (undecided) instead: text is held until a reasoning marker shows it
+  was reasoning (``END``: released as reasoning) or not (``START``: released as content, then
+  reasoning; a tool-call start or direct end: content), and is content at the end of the
+  stream or beyond ``UNDECIDED_LIMIT`` characters. A JSON answer with no ``<think>`` is content.
+
+Modes: ``R`` reasoning, ``C`` content, ``I`` identity, ``U`` undecided (structured output),
+``TC<i>``/``TA<i>`` held tool call / after it (inside reasoning), ``CT<i>`` tool call in
+content, ``T`` after a direct end.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ REASONING_MODE = "R"
 CONTENT_MODE = "C"
 IDENTITY_MODE = "I"
 TOOLS_MODE = "T"
+UNDECIDED_MODE = "U"
+#: Held undecided text beyond this many characters is content (bounded state).
+UNDECIDED_LIMIT = 8192
 
 
 def prompt_decides(default: str | Callable[[Mapping[str, Any]], str]) -> ModeChooser:
@@ -109,10 +119,12 @@ def think_spec(
     """Build a ``<think>``-style reasoning spec (see module docstring for the options)."""
     starts, ends = _names("START", start), _names("END", end)
     markers = {**starts, **ends}
-    modes = {REASONING_MODE: REASONING, CONTENT_MODE: CONTENT}
+    modes = {REASONING_MODE: REASONING, CONTENT_MODE: CONTENT, UNDECIDED_MODE: HOLD}
     if identity:
         modes[IDENTITY_MODE] = CONTENT
     trans = {(REASONING_MODE, k): Transition(REASONING_MODE) for k in starts}
+    trans |= {(UNDECIDED_MODE, k): Transition(REASONING_MODE, release="content") for k in starts}
+    trans |= {(UNDECIDED_MODE, k): Transition(CONTENT_MODE, release="reasoning") for k in ends}
     trans |= {(REASONING_MODE, k): Transition(CONTENT_MODE) for k in ends}
     if drop_stray_end:
         trans |= {(CONTENT_MODE, k): Transition(CONTENT_MODE) for k in ends}
@@ -123,8 +135,9 @@ def think_spec(
         modes[TOOLS_MODE] = CONTENT
         for mode in (REASONING_MODE, CONTENT_MODE):
             trans[(mode, f"DIRECT{i}")] = Transition(TOOLS_MODE, keep=True)
+        trans[(UNDECIDED_MODE, f"DIRECT{i}")] = Transition(TOOLS_MODE, keep=True, release="content")
     breaks: dict[str, Transition] = {}
-    finish: dict[str, str] = {}
+    finish: dict[str, str] = {UNDECIDED_MODE: CONTENT}
     for i, (tool_start, tool_end) in enumerate(implicit_ends):
         call, after, ts, te = f"TC{i}", f"TA{i}", f"TOOL_START{i}", f"TOOL_END{i}"
         markers |= {ts: tool_start, te: tool_end}
@@ -134,6 +147,7 @@ def think_spec(
             (call, te): Transition(after, keep=True),
             (after, ts): Transition(call, keep=True),
             (CONTENT_MODE, ts): Transition(f"CT{i}", keep=True),
+            (UNDECIDED_MODE, ts): Transition(f"CT{i}", keep=True, release="content"),
             (f"CT{i}", te): Transition(CONTENT_MODE, keep=True),
         }
         for k in ends:
@@ -151,6 +165,7 @@ def think_spec(
         reasoning_modes=frozenset(m for m, sink in modes.items() if sink != CONTENT),
         break_on_text=breaks,
         finish_release=finish,
+        hold_limit={UNDECIDED_MODE: (UNDECIDED_LIMIT, Transition(CONTENT_MODE, release="content"))},
         choose_mode=choose_mode or prompt_decides(REASONING_MODE),
         prompt_open=starts["START"],
         prompt_close=ends["END"],

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import InvalidRequest, InvalidStreamState, RenderServiceError
 from ..models import ModelBundle, check_model
+from ..protocol.common import asks_structured_output
 from ..protocol.derender import (
     ChatRequestFields,
     GenerateChoice,
@@ -76,6 +77,7 @@ def parse_context(chat: ChatRequestFields, settings: Settings) -> Any:
         chat_template_kwargs=kwargs,
         history_tool_call_cnt=history,
         enable_auto_tool_choice=settings.enable_auto_tool_choice,
+        structured_output=asks_structured_output(chat.response_format, chat.structured_outputs),
     )
 
 

@@ -70,3 +70,14 @@ class SamplingRequestFields(OpenAIBaseModel):
     ec_transfer_params: dict[str, Any] | None = None
     truncate_prompt_tokens: int | None = Field(default=None, ge=-1)
     truncation_side: Literal["left", "right"] | None = None
+
+
+def asks_structured_output(response_format: Any, structured_outputs: Any) -> bool:
+    """Whether a request constrains its output's shape: ``response_format`` of type
+    ``json_object``/``json_schema``/``structural_tag`` (OpenAI), or a vLLM ``structured_outputs``
+    with any constraint set (``json``, ``regex``, ``choice``, ``grammar``, ``json_object``,
+    ``structural_tag``). Feeds ``parsers.types.ParseContext.structured_output``."""
+    if isinstance(response_format, dict) and response_format.get("type") not in (None, "text"):
+        return True
+    keys = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
+    return isinstance(structured_outputs, dict) and any(structured_outputs.get(k) for k in keys)

@@ -128,6 +128,8 @@ class ChatRequestFields(OutputOptions):
     reasoning_effort: str | None = None
     logprobs: bool | None = False
     top_logprobs: int | None = None
+    response_format: dict[str, Any] | None = None
+    structured_outputs: dict[str, Any] | None = None
 
 
 class CompletionRequestFields(OutputOptions):

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import InvalidRequest
 from ..models import ModelBundle, check_model
 from ..protocol.chat import ChatCompletionRequest
+from ..protocol.common import asks_structured_output
 from ..settings import Settings
 from . import messages, sampling, tool_choice
 from .chat_prompt import ChatPrompt, chat_prompt, reasoning_ended, tool_output_is_guided_json
@@ -110,7 +111,10 @@ def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str,
         sampling_params=sp,
         model=req.model,  # copied from the request, as upstream (null when absent)
         token_offsets=prompt.token_offsets,
-        reasoning_ended=reasoning_ended(bundle, settings, parse_context, prompt.token_ids),
+        reasoning_ended=reasoning_ended(
+            bundle, settings, parse_context, prompt.token_ids,
+            asks_structured_output(req.response_format, req.structured_outputs),
+        ),
         reasoning_parser_kwargs={"chat_template_kwargs": ctk} if settings.reasoning_parser else None,
         parse_context=parse_context,
     )

@@ -175,7 +175,7 @@ def chat_prompt(
         text = render_chat_text(
             ct,
             conv,
-            tools=tools,
+            tools=messages.template_tools(tools),
             kwargs=kwargs,
             add_generation_prompt=add_gen,
             continue_final_message=req.continue_final_message,
@@ -209,7 +209,11 @@ def tool_output_is_guided_json(bundle: ModelBundle, settings: Settings) -> bool:
 
 
 def reasoning_ended(
-    bundle: ModelBundle, settings: Settings, parse_context: dict[str, Any], token_ids: Sequence[int]
+    bundle: ModelBundle,
+    settings: Settings,
+    parse_context: dict[str, Any],
+    token_ids: Sequence[int],
+    structured_output: bool = False,
 ) -> bool | None:
     """``None`` without a reasoning parser; ``True`` when reasoning is hidden
     (``include_reasoning=false``) or the prompt already closed it; else the parser's verdict on
@@ -230,5 +234,6 @@ def reasoning_ended(
         chat_template_kwargs=parse_context["chat_template_kwargs"],
         history_tool_call_cnt=parse_context["history_tool_call_cnt"],
         enable_auto_tool_choice=settings.enable_auto_tool_choice,
+        structured_output=structured_output,
     )
     return parser.reasoning_ended(parser.start(ctx, token_ids))

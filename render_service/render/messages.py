@@ -277,6 +277,25 @@ def _tool(tool: Any, where: str) -> dict[str, Any]:
     return {"type": "function", "function": out}
 
 
+#: Tool ``function`` keys that only the OpenAI API reads (``strict``: constrained decoding of the
+#: arguments); no chat template was trained on them, so they stay out of the prompt.
+API_ONLY_FUNCTION_KEYS = frozenset({"strict"})
+
+
+def template_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """``tools`` (as :func:`validate_tools` returns them) as handed to the chat template: the
+    API-only ``function`` keys (``strict``) removed, so a tool renders the same prompt with or
+    without them (vLLM 0.33 passes ``strict`` on to the template, which prints it into Qwen's and
+    Llama's tool JSON: a deliberate difference, README). ``parse_context.tools`` keeps the tools
+    as sent."""
+    if not tools:
+        return tools
+    return [
+        {**t, "function": {k: v for k, v in t["function"].items() if k not in API_ONLY_FUNCTION_KEYS}}
+        for t in tools
+    ]
+
+
 def tool_names(tools: list[dict[str, Any]] | None) -> list[str]:
     """Names of the request's function tools."""
     return [t["function"]["name"] for t in tools or ()]

@@ -151,6 +151,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     """Map parsed flags to :class:`Settings`."""
     if args.reasoning_parser == "none":
         args.reasoning_parser = None
+    resolve_auto_parsers(args)
     return Settings(
         model=args.model_flag or args.model,
         served_model_name=tuple(args.served_model_name or ()),
@@ -190,6 +191,38 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     )
 
 
+def resolve_auto_parsers(args: argparse.Namespace) -> None:
+    """Replace ``auto`` parser flags by the names ``parsers.auto.choose`` picks from the model
+    folder, and log the choice. The embedded default model with neither parser flag given is
+    served as if both were ``auto`` (it then parses Qwen3 reasoning and hermes tool calls);
+    ``none`` turns a parser off. A tool parser chosen by ``auto`` turns on auto tool choice
+    (``--enable-auto-tool-choice``), as a deployment asking for automatic parsing expects."""
+    import logging
+
+    from parsers.auto import AUTO, choose
+
+    model = args.model_flag or args.model
+    if model is None and args.reasoning_parser is None and args.tool_call_parser is None:
+        args.reasoning_parser = args.tool_call_parser = AUTO
+    if AUTO not in (args.reasoning_parser, args.tool_call_parser):
+        if args.tool_call_parser == "none":
+            args.tool_call_parser = None
+        return
+    from ..models import read_model_facts
+
+    probe = Settings(model=model)
+    facts = read_model_facts(probe.model_path, args.chat_template)
+    choice = choose(facts, reasoning=args.reasoning_parser == AUTO, tools=args.tool_call_parser == AUTO)
+    if args.reasoning_parser == AUTO:
+        args.reasoning_parser = choice.reasoning_parser
+    if args.tool_call_parser == AUTO:
+        args.tool_call_parser = choice.tool_call_parser
+        args.enable_auto_tool_choice = args.enable_auto_tool_choice or choice.tool_call_parser is not None
+    if args.tool_call_parser == "none":
+        args.tool_call_parser = None
+    logging.getLogger("render_service.parsers").info("%s (%s)", choice.reason, probe.model_path)
+
+
 def check_parser_names(reasoning_parser: str | None, tool_call_parser: str | None) -> None:
     """Refuse to start with a parser name the library does not know (vLLM fails start-up too).
 
@@ -202,7 +235,7 @@ def check_parser_names(reasoning_parser: str | None, tool_call_parser: str | Non
         ("--reasoning-parser", reasoning_parser, parsers.REASONING_PARSERS),
         ("--tool-call-parser", tool_call_parser, parsers.TOOL_PARSERS),
     ):
-        if name and name != "none" and name not in known:
+        if name and name not in ("none", "auto") and name not in known:
             raise SystemExit(f"{flag} {name!r} is not a known parser; choose one of: {', '.join(known)}")
 
 
