@@ -149,7 +149,9 @@ _TOOL: dict[str, str] = {
 
 REASONING_PARSERS: tuple[str, ...] = tuple(sorted(_REASONING))
 #: Names that build their format from the model's ``response_template`` metadata.
-TEMPLATE_PARSERS: frozenset[str] = frozenset(n for t in (_REASONING, _TOOL) for n, v in t.items() if v == _TEMPLATE)
+TEMPLATE_PARSERS: frozenset[str] = frozenset(
+    n for t in (_REASONING, _TOOL) for n, v in t.items() if v == _TEMPLATE
+)
 TOOL_PARSERS: tuple[str, ...] = tuple(sorted(_TOOL))
 
 
@@ -191,8 +193,9 @@ def get_parser(
     Raises:
         ValueError: unknown parser name; ``hf``/``beam`` without usable ``response_template``.
     """
-    rspec = get_spec("reasoning", reasoning_parser, tokenizer_config=tokenizer_config) if reasoning_parser else None
-    tspec = get_spec("tool", tool_call_parser, tokenizer_config=tokenizer_config) if tool_call_parser else None
+    config = tokenizer_config
+    rspec = get_spec("reasoning", reasoning_parser, tokenizer_config=config) if reasoning_parser else None
+    tspec = get_spec("tool", tool_call_parser, tokenizer_config=config) if tool_call_parser else None
     vocab = vocab or {}
     texts = [t for s in (rspec, tspec) if s is not None for t in s.markers.values()]
     marker_ids = frozenset(vocab[t] for t in texts if t in vocab)

@@ -3,7 +3,8 @@
 
 Wire format::
 
-    <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Paris"}}]<|END_ACTION|>
+    <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "get_weather",
+                      "parameters": {"city": "Paris"}}]<|END_ACTION|>
 
 * A JSON array of actions (one object accepted too); ``tool_name`` and ``parameters``.
 * Text outside actions is content (the reasoning spec drops the response framing); an action

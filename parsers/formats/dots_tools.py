@@ -28,7 +28,9 @@ from dataclasses import replace
 from .minimax_m2_tools import TAGS as MINIMAX_TAGS
 from .xml_factory import xml_spec
 
-DOTS_TAGS = replace(MINIMAX_TAGS, block_end="</dots_function_call>", ignore=("<dots_function_call>",), validate=False)
+DOTS_TAGS = replace(
+    MINIMAX_TAGS, block_end="</dots_function_call>", ignore=("<dots_function_call>",), validate=False
+)
 SPEC = xml_spec("dots", ("<dots_function_call>",), DOTS_TAGS)
 
 MUSE_TAGS = replace(

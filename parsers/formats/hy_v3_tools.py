@@ -42,4 +42,6 @@ HY_V4 = xml_spec("hy_v4", ("<tool_call>",), _HY, drops=_HY_WRAP)
 _IFM = _kv_tags(
     "<ifm|", "</ifm|", ("<ifm|tool_calls>", "</ifm|tool_calls>", "<ifm|arg_type>", "</ifm|arg_type>")
 )
-K2_HORIZON = xml_spec("k2_horizon", ("<ifm|tool_call>",), _IFM, drops=("<ifm|tool_calls>", "</ifm|tool_calls>"))
+K2_HORIZON = xml_spec(
+    "k2_horizon", ("<ifm|tool_call>",), _IFM, drops=("<ifm|tool_calls>", "</ifm|tool_calls>")
+)

@@ -16,6 +16,8 @@ Wire format: typed blocks, every marker a special token, in any order::
 
 from __future__ import annotations
 
+from typing import Literal
+
 from ..spec import CONTENT, HOLD, REASONING, FormatSpec, Transition
 
 MESSAGE_MODEL = "<|message_model|>"
@@ -32,7 +34,7 @@ _BLOCKS = {"TEXT": "C", "TTEXT": "C", "TERR": "C", "THINK": "R"}
 
 _trans: dict[tuple[str, str], Transition] = {}
 for _mode in ("H", "C", "R"):
-    drop = "drop" if _mode == "H" else None
+    drop: Literal["drop"] | None = "drop" if _mode == "H" else None
     _trans |= {(_mode, k): Transition(to, release=drop) for k, to in _BLOCKS.items()}
     _trans[(_mode, "TOOL")] = Transition("T", keep=True, release=drop)
     _trans[(_mode, "MSG")] = Transition("H")

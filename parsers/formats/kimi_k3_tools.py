@@ -22,7 +22,9 @@ from typing import Any
 
 from .json_factory import atomic_tool_spec
 
-_CALL = re.compile(r'<\|open\|>call\s+tool="([^"]*)"[^<]*<\|sep\|>(.*?)(?:<\|close\|>call<\|sep\|>|$)', re.DOTALL)
+_CALL = re.compile(
+    r'<\|open\|>call\s+tool="([^"]*)"[^<]*<\|sep\|>(.*?)(?:<\|close\|>call<\|sep\|>|$)', re.DOTALL
+)
 _ARG = re.compile(
     r'<\|open\|>argument\s+key="([^"]*)"(?:\s+type="([^"]*)")?[^<]*<\|sep\|>(.*?)<\|close\|>argument<\|sep\|>',
     re.DOTALL,
@@ -40,7 +42,10 @@ def _value(raw: str, kind: str | None) -> Any:
 
 def parse(body: str) -> list[tuple[str, Any]] | None:
     """``[(name, arguments)]`` of a ``tools`` channel, ``None`` when it holds no call."""
-    calls = [(m.group(1), {a[0]: _value(a[2], a[1]) for a in _ARG.findall(m.group(2))}) for m in _CALL.finditer(body)]
+    calls = [
+        (m.group(1), {key: _value(raw, kind) for key, kind, raw in _ARG.findall(m.group(2))})
+        for m in _CALL.finditer(body)
+    ]
     return calls or None
 
 

@@ -4,7 +4,8 @@ Wire format (special tokens)::
 
     <|plamo:begin_tool_requests:plamo|>
     <|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>get_weather<|plamo:end_tool_name:plamo|>
-    <|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>{"city": "Paris"}<|plamo:end_tool_arguments:plamo|>
+    <|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>{"city": "Paris"}
+    <|plamo:end_tool_arguments:plamo|>
     <|plamo:end_tool_request:plamo|>
     <|plamo:end_tool_requests:plamo|>
 

@@ -84,7 +84,8 @@ def test_hf_parses_by_the_template() -> None:
     parser = parsers.get_parser("hf", "hf", tokenizer_config=TEMPLATE_CONFIG)
     out = parser.parse(ctx, None, 'plan</think>ok<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>')
     assert (out.reasoning, out.content) == (None, "planok")  # starts in content; a stray </think> is dropped
-    out = parser.parse(ctx, None, '<think>plan</think>ok<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>')
+    call = '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'
+    out = parser.parse(ctx, None, "<think>plan</think>ok" + call)
     assert (out.reasoning, out.content) == ("plan", "ok")
     assert [(c.name, c.arguments) for c in out.tool_calls] == [("f", '{"a": 1}')]
 
