@@ -7,7 +7,8 @@ Wire format: typed blocks, every marker a special token, in any order::
     <|message_model|><|content_invoke_tool_json|>{"name": "f", "args": {...}}<|end_message|>
 
 * The output starts in a message header (the prompt prefills ``<|message_model|>``); text in a
-  header (an optional function name) is metadata, dropped when a block kind follows.
+  header (an optional function name) is metadata, dropped when a block kind follows; header
+  text longer than ``HEADER_LIMIT`` or left at the end of the stream is content.
 * ``<|content_thinking|>`` blocks are reasoning (trailing whitespace dropped), ``<|content_text|>``
   blocks and raw/error tool blocks are content; a JSON tool block is content kept with its
   markers for the tool phase (``inkling_tools``).
@@ -29,6 +30,8 @@ TOOL_ERROR = "<|content_tool_error|>"
 END_MESSAGE = "<|end_message|>"
 END_SAMPLING = "<|content_model_end_sampling|>"
 
+#: A message header (an optional function name) longer than this is text: released as content.
+HEADER_LIMIT = 256
 _ENDS = ("END", "ENDS")
 _BLOCKS = {"TEXT": "C", "TTEXT": "C", "TERR": "C", "THINK": "R"}
 
@@ -60,5 +63,6 @@ SPEC = FormatSpec(
     initial_mode="H",
     reasoning_modes=frozenset({"H", "R"}),
     finish_release={"H": CONTENT},
+    hold_limit={"H": (HEADER_LIMIT, Transition("C", release="content"))},
     strip_reasoning_tail=True,
 )

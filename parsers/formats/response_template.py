@@ -35,6 +35,19 @@ from ..spec import FormatSpec
 from .json_factory import atomic_tool_spec
 from .think_factory import CONTENT_MODE, prompt_decides, think_spec
 
+#: A tokenizer config with the example template above (docs and tests).
+EXAMPLE_CONFIG: Mapping[str, Any] = {
+    "response_template": {
+        "version": 1,
+        "start_anchor": "<|assistant|>",
+        "fields": {
+            "thinking": {"open": "<think>", "close": "</think>"},
+            "content": {},
+            "tool_calls": {"open": "<tool_call>", "close": "</tool_call>", "content": "json", "repeats": True},
+        },
+    }
+}
+
 _UNSUPPORTED = ("open_pattern", "close_pattern", "transform", "transform_each")
 
 
