@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from typing import Any
 
 from .parser import Parser, join_deltas
 from .spec import FormatSpec, Transition
@@ -20,6 +21,7 @@ __all__ = [
     "TOOL_PARSERS",
     "get_parser",
     "get_spec",
+    "TEMPLATE_PARSERS",
     "Parser",
     "FormatSpec",
     "Transition",
@@ -30,6 +32,9 @@ __all__ = [
     "ToolCallDelta",
     "join_deltas",
 ]
+
+#: Names whose format the model folder describes (``response_template`` metadata).
+_TEMPLATE = "parsers.formats.response_template:build"
 
 _REASONING: dict[str, str] = {
     "deepseek_r1": "parsers.formats.deepseek_r1_reasoning:SPEC",
@@ -55,6 +60,27 @@ _REASONING: dict[str, str] = {
     "step3": "parsers.formats.step3_reasoning:SPEC",
     "step3p5": "parsers.formats.step3p5_reasoning:SPEC",
     "step5": "parsers.formats.deepseek_r1_reasoning:SPEC",  # vLLM: DeepSeekR1ReasoningParser
+    # added for vLLM 0.33's full list
+    "beam": _TEMPLATE,
+    "hf": _TEMPLATE,
+    "cohere_command3": "parsers.formats.cohere_command_reasoning:SPEC",
+    "cohere_command4": "parsers.formats.cohere_command_reasoning:CMD4",
+    "deepseek_v4": "parsers.formats.deepseek_v4_reasoning:SPEC",
+    "deepseek_v41": "parsers.formats.deepseek_v4_reasoning:V41",
+    "granite_thinking_parser": "parsers.formats.nemotron_v3_reasoning:SPEC",  # Nemotron V3 grammar
+    "hy_v4": "parsers.formats.hy_v3_reasoning:HY_V4",
+    "inkling": "parsers.formats.inkling_reasoning:SPEC",
+    "k2_horizon": "parsers.formats.k2_horizon_reasoning:SPEC",
+    "kimi_k3": "parsers.formats.kimi_k3_reasoning:SPEC",
+    "ling3": "parsers.formats.glm45_reasoning:SPEC",  # vLLM: the GLM-4.7 engine, thinking default on
+    "mimo": "parsers.formats.qwen3_reasoning:SPEC",  # vLLM: qwen3_config(enable_thinking)
+    "minicpmv": "parsers.formats.qwen3_reasoning:SPEC",  # vLLM: the qwen3 grammar
+    "minimax_m3": "parsers.formats.minimax_m3_reasoning:SPEC",
+    "muse": "parsers.formats.muse_reasoning:SPEC",
+    "muse_glimmer": "parsers.formats.muse_reasoning:SPEC",
+    "musespark1x": "parsers.formats.muse_reasoning:SPEC",  # vLLM: alias of muse
+    "plamo3": "parsers.formats.plamo3_reasoning:SPEC",
+    "poolside_v1": "parsers.formats.deepseek_v3_reasoning:POOLSIDE_V1",
 }
 _TOOL: dict[str, str] = {
     "deepseek_v3": "parsers.formats.deepseek_v3_tools:SPEC",
@@ -94,38 +120,82 @@ _TOOL: dict[str, str] = {
     "llama4_pythonic": "parsers.formats.pythonic_tools:SPEC",
     "olmo3": "parsers.formats.olmo3_tools:SPEC",
     "lfm2": "parsers.formats.lfm2_tools:SPEC",
+    # added for vLLM 0.33's full list
+    "apertus": "parsers.formats.apertus_tools:SPEC",
+    "beam": _TEMPLATE,
+    "hf": _TEMPLATE,
+    "cohere_command3": "parsers.formats.cohere_command_tools:SPEC",
+    "cohere_command4": "parsers.formats.cohere_command_tools:CMD4",
+    "deepseek_v41": "parsers.formats.deepseek_v32_tools:V41",
+    "dots": "parsers.formats.dots_tools:SPEC",
+    "functiongemma": "parsers.formats.gemma4_tools:FUNCTIONGEMMA",
+    "gemma4": "parsers.formats.gemma4_tools:SPEC",
+    "hy_v3": "parsers.formats.hy_v3_tools:SPEC",
+    "hy_v4": "parsers.formats.hy_v3_tools:HY_V4",
+    "inkling": "parsers.formats.inkling_tools:SPEC",
+    "k2_horizon": "parsers.formats.hy_v3_tools:K2_HORIZON",
+    "kimi_k3": "parsers.formats.kimi_k3_tools:SPEC",
+    "ling3": "parsers.formats.glm45_tools:SPEC",  # vLLM: the GLM-4.7 XML engine
+    "mimo": "parsers.formats.qwen3_coder_tools:MIMO",
+    "minicpm5": "parsers.formats.minicpm5_tools:SPEC",
+    "minimax_m3": "parsers.formats.minimax_m3_tools:SPEC",
+    "muse": "parsers.formats.dots_tools:MUSE",
+    "muse_glimmer": "parsers.formats.dots_tools:MUSE",
+    "musespark1x": "parsers.formats.dots_tools:MUSE",  # vLLM: alias of muse
+    "plamo3": "parsers.formats.plamo3_tools:SPEC",
+    "poolside_v1": "parsers.formats.glm45_tools:SPEC",  # GLM-4 <arg_key>/<arg_value> calls
+    "step5": "parsers.formats.qwen3_coder_tools:STEP5",
 }
 
 REASONING_PARSERS: tuple[str, ...] = tuple(sorted(_REASONING))
+#: Names that build their format from the model's ``response_template`` metadata.
+TEMPLATE_PARSERS: frozenset[str] = frozenset(
+    n for t in (_REASONING, _TOOL) for n, v in t.items() if v == _TEMPLATE
+)
 TOOL_PARSERS: tuple[str, ...] = tuple(sorted(_TOOL))
 
 
-def get_spec(kind: str, name: str) -> FormatSpec:
+def get_spec(
+    kind: str, name: str, *, tokenizer_config: Mapping[str, Any] | None = None
+) -> FormatSpec | None:
     """The spec registered as ``name`` for ``kind`` (``"reasoning"`` or ``"tool"``).
+    ``tokenizer_config`` (the model folder's tokenizer_config.json contents) is read by the
+    names whose format the model describes (``hf``, ``beam``: its ``response_template``); those
+    return ``None`` when the template has no field of this kind.
 
     Raises:
-        ValueError: unknown name.
+        ValueError: unknown name; for ``hf``/``beam``, missing or unsupported metadata.
     """
     table = _REASONING if kind == "reasoning" else _TOOL
     if name not in table:
         raise ValueError(f"unknown {kind} parser {name!r}; known: {', '.join(sorted(table))}")
     module, attr = table[name].split(":")
-    spec = getattr(importlib.import_module(module), attr)
-    assert isinstance(spec, FormatSpec)
-    return spec
+    value = getattr(importlib.import_module(module), attr)
+    if table[name] == _TEMPLATE:
+        built = value(kind, name, tokenizer_config)
+        assert built is None or isinstance(built, FormatSpec)
+        return built
+    assert isinstance(value, FormatSpec)
+    return value
 
 
 def get_parser(
-    reasoning_parser: str | None, tool_call_parser: str | None, *, vocab: Mapping[str, int] | None = None
+    reasoning_parser: str | None,
+    tool_call_parser: str | None,
+    *,
+    vocab: Mapping[str, int] | None = None,
+    tokenizer_config: Mapping[str, Any] | None = None,
 ) -> Parser:
     """Compose the named parsers. ``vocab`` (token text → id) resolves marker token ids and the
-    prompt scan; without it the prompt is not scanned.
+    prompt scan; without it the prompt is not scanned. ``tokenizer_config`` (the model folder's
+    tokenizer_config.json contents) is needed by ``hf``/``beam`` only.
 
     Raises:
-        ValueError: unknown parser name.
+        ValueError: unknown parser name; ``hf``/``beam`` without usable ``response_template``.
     """
-    rspec = get_spec("reasoning", reasoning_parser) if reasoning_parser else None
-    tspec = get_spec("tool", tool_call_parser) if tool_call_parser else None
+    config = tokenizer_config
+    rspec = get_spec("reasoning", reasoning_parser, tokenizer_config=config) if reasoning_parser else None
+    tspec = get_spec("tool", tool_call_parser, tokenizer_config=config) if tool_call_parser else None
     vocab = vocab or {}
     texts = [t for s in (rspec, tspec) if s is not None for t in s.markers.values()]
     marker_ids = frozenset(vocab[t] for t in texts if t in vocab)

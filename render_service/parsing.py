@@ -24,6 +24,7 @@ def parser_for(bundle: ModelBundle, settings: Settings) -> Any:
 
     Raises:
         KeyError: an unknown parser name (``parsers.get_parser``).
+        ValueError: ``hf``/``beam`` on a model without ``response_template`` metadata.
     """
     key = (id(bundle), id(settings))
     hit = _PARSERS.get(key)
@@ -34,7 +35,10 @@ def parser_for(bundle: ModelBundle, settings: Settings) -> Any:
         import parsers
 
         parser = parsers.get_parser(
-            settings.reasoning_parser, settings.tool_call_parser, vocab=vocab_lookup(bundle)
+            settings.reasoning_parser,
+            settings.tool_call_parser,
+            vocab=vocab_lookup(bundle),
+            tokenizer_config=getattr(bundle.tokenizer, "init_kwargs", None),  # hf/beam: response_template
         )
     _PARSERS[key] = (bundle, settings, parser)
     while len(_PARSERS) > _MAX_CACHED:

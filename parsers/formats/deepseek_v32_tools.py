@@ -26,16 +26,17 @@ from .xml_factory import xml_spec
 _D = "｜DSML｜"
 
 
-def dsml_tags(block_end: str) -> XmlTags:
-    """DSML tags closing the block with ``block_end``."""
+def dsml_tags(block_end: str, d: str = _D) -> XmlTags:
+    """DSML tags closing the block with ``block_end``; ``d`` is the tag prefix (V4.1 spaces it:
+    ``｜DSML｜ ``)."""
     return XmlTags(
         block_end=block_end,
-        call_head=f"<{_D}invoke",
+        call_head=f"<{d}invoke",
         call_attr=r'\s+name="([^"]*)"\s*',
-        call_close=f"</{_D}invoke>",
-        param_head=f"<{_D}parameter",
+        call_close=f"</{d}invoke>",
+        param_head=f"<{d}parameter",
         param_attr=r'\s+name="(?P<name>[^"]*)"(?:\s+string="(?P<string>[^"]*)")?\s*',
-        param_close=f"</{_D}parameter>",
+        param_close=f"</{d}parameter>",
         string_attr=True,
         unwrap=("arguments", "input"),
     )
@@ -54,6 +55,18 @@ V4 = xml_spec(
     (f"<{_D}tool_calls>", f"<{_D}toolcalls>", f"<{_D}tool>"),
     dsml_tags(f"</{_D}tool_calls>"),
     bare=(f"<{_D}invoke",),
+    strip=False,
+    keep_after=False,
+)
+
+#: ``deepseek_v41`` (DeepSeek-V4.1; vLLM 0.33 ``DeepSeekV41Parser``): V4's grammar with spaced
+#: tags (``<｜DSML｜ calls>``, ``<｜DSML｜ invoke name="F">``, ``<｜DSML｜ parameter ...>``).
+_D41 = f"{_D} "
+V41 = xml_spec(
+    "deepseek_v41",
+    (f"<{_D41}calls>",),
+    dsml_tags(f"</{_D41}calls>", _D41),
+    bare=(f"<{_D41}invoke",),
     strip=False,
     keep_after=False,
 )

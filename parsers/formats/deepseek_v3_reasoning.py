@@ -16,3 +16,13 @@ SPEC = think_spec(
     "deepseek_v3", identity=True, choose_mode=thinking_switch(False), turn_boundaries=TURN_BOUNDARIES
 )
 HOLO2 = think_spec("holo2", identity=True, choose_mode=thinking_switch(True), turn_boundaries=TURN_BOUNDARIES)
+
+#: ``poolside_v1`` (Poolside Laguna; vLLM 0.33 ``PoolsideV1ReasoningParser``): ``deepseek_v3``
+#: whose prompt scan stops at the ``<assistant>`` turn token, so a ``</think>`` in an earlier
+#: turn does not end this turn's reasoning.
+POOLSIDE_V1 = think_spec(
+    "poolside_v1",
+    identity=True,
+    choose_mode=thinking_switch(False),
+    turn_boundaries=(*TURN_BOUNDARIES, "<assistant>"),
+)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from ..atomiccalls import AtomicCalls, BodyParser
 from ..jsoncalls import JsonCalls
 from ..spec import BODY, CONTENT, DROP, BodyHandler, FormatSpec, Transition
 
@@ -96,4 +97,29 @@ def json_tool_spec(
         call_id=call_id,
         guided_json=guided_json,
         reject_to_origin=True,
+    )
+
+
+def atomic_tool_spec(
+    name: str,
+    starts: tuple[str, ...],
+    end: str,
+    parse: BodyParser,
+    *,
+    after: Literal["drop", "content"] = "content",
+    drops: tuple[str, ...] = (),
+    empty_ok: bool = False,
+) -> FormatSpec:
+    """A spec whose call blocks run from a marker in ``starts`` to ``end`` and are parsed whole
+    by ``parse`` (:class:`parsers.atomiccalls.AtomicCalls`); text around the blocks as
+    :func:`json_tool_spec` (content before, ``after`` after; rejected blocks are text of the
+    mode they started in). A block without ``end`` is parsed at the end of the stream."""
+    return json_tool_spec(
+        name,
+        starts=starts,
+        drops=drops,
+        after=after,
+        body=AtomicCalls(parse, empty_ok=empty_ok),
+        extra_markers={"END": end},
+        extra_transitions={("B", "END"): Transition("A")},
     )

@@ -24,6 +24,17 @@ Wire format::
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .xml_factory import qwen3_tags, xml_spec
 
 SPEC = xml_spec("qwen3_coder", ("<tool_call>",), qwen3_tags(), bare=("<function=",))
+
+#: ``step5`` (Step-5; vLLM 0.33 ``Step5ToolParser``): the same grammar with the content's
+#: whitespace kept when tools are called.
+STEP5 = xml_spec("step5", ("<tool_call>",), qwen3_tags(), bare=("<function=",), strip=False)
+#: ``mimo`` (Xiaomi MiMo; vLLM 0.33 ``MiMoToolParser``): the same grammar, but parameter values
+#: are verbatim strings (no newline trimming, no schema conversion).
+MIMO = xml_spec(
+    "mimo", ("<tool_call>",), replace(qwen3_tags(), trim_newline=False), bare=("<function=",), typed=False
+)

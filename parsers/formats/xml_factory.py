@@ -34,13 +34,20 @@ def xml_spec(
     strip: bool = True,
     keep_after: bool = True,
     guided_json: bool = False,
+    typed: bool = True,
+    drops: tuple[str, ...] = (),
 ) -> FormatSpec:
-    """Build an XML-call spec: every marker in ``starts`` and ``bare`` opens a body."""
+    """Build an XML-call spec: every marker in ``starts`` and ``bare`` opens a body; ``typed``
+    coerces values by the request's tool schemas (else every value is a string); ``drops`` are
+    wrapper markers dropped outside blocks (HY ``<tool_calls>``)."""
     markers = {f"S{i}": t for i, t in enumerate(starts)} | {f"F{i}": t for i, t in enumerate(bare)}
     markers["END"] = tags.block_end
     after = "A" if keep_after else "D"
     trans = {(m, k): Transition("B") for m in ("C", after) for k in markers if k != "END"}
     trans[(after, "END")] = Transition(after)
+    for i, text in enumerate(drops):
+        markers[f"W{i}"] = text
+        trans |= {(m, f"W{i}"): Transition(m) for m in ("C", after)}
     return FormatSpec(
         name=name,
         kind="tool",
@@ -54,7 +61,7 @@ def xml_spec(
         body_end_mode=after,
         reject_mode="C",
         guided_json=guided_json,
-        tool_context=tool_types,
+        tool_context=tool_types if typed else None,
         hold_trailing={"C": ANY_WHITESPACE} if strip else {},
         strip_on_none=True,
     )

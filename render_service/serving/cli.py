@@ -239,6 +239,32 @@ def check_parser_names(reasoning_parser: str | None, tool_call_parser: str | Non
             raise SystemExit(f"{flag} {name!r} is not a known parser; choose one of: {', '.join(known)}")
 
 
+def check_response_template(model: str | None, names: Sequence[str | None]) -> None:
+    """``hf``/``beam`` parse by the model's own ``response_template`` (tokenizer_config.json):
+    refuse to start when the model folder has none, or one the parsers cannot use.
+
+    Raises:
+        SystemExit: with the reason.
+    """
+    import parsers
+
+    wanted = [n for n in names if n in parsers.TEMPLATE_PARSERS]
+    if not wanted:
+        return
+    path = Path(model or ".") / "tokenizer_config.json"  # the embedded default model has none
+    try:
+        config = json.loads(path.read_text(encoding="utf-8")) if model and path.is_file() else {}
+    except ValueError as e:
+        raise SystemExit(f"{path}: not valid JSON ({e})") from None
+    kinds = ("reasoning", "tool")
+    try:
+        for kind, name in zip(kinds, names, strict=True):
+            if name in parsers.TEMPLATE_PARSERS:
+                parsers.get_spec(kind, name, tokenizer_config=config)
+    except ValueError as e:
+        raise SystemExit(f"{model}: {e}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -249,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.enable_auto_tool_choice and not args.tool_call_parser:
         raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
     check_parser_names(args.reasoning_parser, args.tool_call_parser)
+    check_response_template(args.model_flag or args.model, (args.reasoning_parser, args.tool_call_parser))
     from .logging_setup import configure_logging
     from .server import serve
 

@@ -18,6 +18,7 @@ through orjson between chunks. Laws:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -28,10 +29,15 @@ from hypothesis import strategies as st
 
 import parsers
 from parsers.cases import SHARED, load, model_folder, tokenizer
+from parsers.formats.response_template import EXAMPLE_CONFIG
 from parsers.harness import call_delta_problems, run_stream
 from parsers.types import ParseContext
 
-CASE_FILES = (SHARED / "cases" / "parser_cases.jsonl", SHARED / "cases" / "bug_cases.jsonl")
+CASE_FILES = (
+    SHARED / "cases" / "parser_cases.jsonl",
+    SHARED / "cases" / "bug_cases.jsonl",
+    Path(__file__).parent / "cases" / "vllm033_new_formats.jsonl",
+)
 GENERIC_TOOLS = ({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},)
 GENERIC_OUTPUTS = (
     "<think>some reasoning</think>the answer",
@@ -136,7 +142,7 @@ def test_stream_equals_batch_for_any_split(kind, name, data):
     names sent are the final names; reasoning_ended agrees with a one-shot feed."""
     m, text = data.draw(output_for(materials(kind, name)))
     vocab, prompt = _vocab_and_prompt(m)
-    parser = parsers.get_parser(m.reasoning, m.tool, vocab=vocab)
+    parser = parsers.get_parser(m.reasoning, m.tool, vocab=vocab, tokenizer_config=EXAMPLE_CONFIG)
     ctx = _context(m)
     batch = parser.parse(ctx, prompt, text)
     chunks = data.draw(split(text))
@@ -182,7 +188,7 @@ def test_state_stays_flat_over_plain_text(kind, name):
             continue
         seen.add(key)
         vocab, prompt = _vocab_and_prompt(m)
-        parser = parsers.get_parser(m.reasoning, m.tool, vocab=vocab)
+        parser = parsers.get_parser(m.reasoning, m.tool, vocab=vocab, tokenizer_config=EXAMPLE_CONFIG)
         ctx = _context(m)
         for prefix in _prefixes(m, parser, ctx, prompt):
             short = _size_after(parser, ctx, prompt, prefix, 20)
