@@ -104,7 +104,9 @@ def to_anthropic(chat: dict[str, Any]) -> dict[str, Any] | None:
             args = _arguments(call)
             if args is None or not call.get("id"):
                 return None
-            blocks.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": args})
+            blocks.append(
+                {"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": args}
+            )
         if not blocks or (text == "" and m.get("tool_calls")):
             return None  # "" beside tool calls has no Anthropic form (the block would be dropped)
         messages.append({"role": "assistant", "content": blocks})
@@ -138,7 +140,9 @@ def to_responses(chat: dict[str, Any]) -> dict[str, Any] | None:
         if role == "tool":
             if text is None:
                 return None
-            items.append({"type": "function_call_output", "call_id": m.get("tool_call_id", ""), "output": text})
+            items.append(
+                {"type": "function_call_output", "call_id": m.get("tool_call_id", ""), "output": text}
+            )
         elif role == "user":
             if text is None:
                 return None

@@ -23,8 +23,18 @@ GOLDENS = json.loads((Path(__file__).parent / "data" / "api_render_goldens.json"
 # Where we answer differently on purpose (README, "Deliberate differences"): vLLM ignores
 # non-function Responses tools silently; we refuse them.
 DELIBERATE_STATUS = {"r_web_search": 400}
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "thinking_token_budget", "skip_special_tokens",
-                 "presence_penalty", "frequency_penalty", "repetition_penalty", "extra_args")
+SAMPLING_KEYS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "thinking_token_budget",
+    "skip_special_tokens",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "extra_args",
+)
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +75,31 @@ def test_error_shapes(qwen3):
     with pytest.raises(RenderServiceError) as info:
         _render(bundle, settings, "/v1/responses/render", {"input": "Hi", "previous_response_id": "resp_1"})
     assert info.value.error_type == "invalid_request_error" and info.value.param == "previous_response_id"
-    image = {"max_tokens": 10, "messages": [{"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "t", "content": [
-            {"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}]}]}]}
+    image = {
+        "max_tokens": 10,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t",
+                        "content": [{"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}],
+                    }
+                ],
+            }
+        ],
+    }
     with pytest.raises(RenderServiceError) as info:
         _render(bundle, settings, "/v1/messages/render", image)
     assert "image" in info.value.message and info.value.param == "messages.0.content.0.content.0"
     with pytest.raises(RenderServiceError) as info:
-        _render(bundle, settings, "/v1/responses/render", {"input": [{"type": "reasoning", "encrypted_content": "x"}]})
+        _render(
+            bundle,
+            settings,
+            "/v1/responses/render",
+            {"input": [{"type": "reasoning", "encrypted_content": "x"}]},
+        )
     assert info.value.param == "input.0"
 
 
@@ -97,10 +124,18 @@ def test_disabled_thinking_effort_flag(qwen3):
     """``thinking.type=disabled`` → ``reasoning_effort`` from --anthropic-disabled-thinking-effort;
     ``auto`` resolves to ``none`` for Qwen3 (its template turns thinking off for it)."""
     bundle, _ = qwen3
-    body = {"max_tokens": 10, "messages": [{"role": "user", "content": "Hi"}], "thinking": {"type": "disabled"}}
+    body = {
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "Hi"}],
+        "thinking": {"type": "disabled"},
+    }
     auto = _render(bundle, settings_for(QWEN3, **PARSERS), "/v1/messages/render", body)
-    low = _render(bundle, settings_for(QWEN3, anthropic_disabled_thinking_effort="low", **PARSERS),
-                  "/v1/messages/render", body)
+    low = _render(
+        bundle,
+        settings_for(QWEN3, anthropic_disabled_thinking_effort="low", **PARSERS),
+        "/v1/messages/render",
+        body,
+    )
     text = bundle.tokenizer.decode(auto["token_ids"])
     assert text.endswith("<think>\n\n</think>\n\n") and auto["reasoning_ended"] is True
     assert not bundle.tokenizer.decode(low["token_ids"]).endswith("</think>\n\n")

@@ -35,22 +35,36 @@ WEATHER_A = {
     "description": "Weather of a city",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
-WEATHER_R = {"type": "function", "name": "get_weather", "description": "Weather of a city",
-             "parameters": WEATHER_A["input_schema"]}
+WEATHER_R = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather of a city",
+    "parameters": WEATHER_A["input_schema"],
+}
 USER = [{"role": "user", "content": "Weather in Paris?"}]
 TOOL_TURN = [
     {"role": "user", "content": "Weather in Paris?"},
-    {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "Need the tool.", "signature": "s1"},
-        {"type": "redacted_thinking", "data": "b64"},
-        {"type": "text", "text": "Checking."},
-        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
-    ]},
-    {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,
-         "content": [{"type": "text", "text": "timeout"}, {"type": "text", "text": "retry later"}]},
-        {"type": "text", "text": "Try again?"},
-    ]},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "Need the tool.", "signature": "s1"},
+            {"type": "redacted_thinking", "data": "b64"},
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_1",
+                "is_error": True,
+                "content": [{"type": "text", "text": "timeout"}, {"type": "text", "text": "retry later"}],
+            },
+            {"type": "text", "text": "Try again?"},
+        ],
+    },
 ]
 
 
@@ -58,28 +72,101 @@ def anthropic_cases() -> list[tuple[str, dict[str, Any]]]:
     base = {"model": "m", "max_tokens": 100}
     return [
         ("a_plain", {**base, "messages": USER}),
-        ("a_system_blocks", {**base, "messages": USER, "system": [
-            {"type": "text", "text": "x-anthropic-billing-header: abc"},
-            {"type": "text", "text": "Be brief. "}, {"type": "text", "text": "Use metric."}]}),
-        ("a_inline_system", {**base, "system": "Top.", "messages": [
-            USER[0], {"role": "assistant", "content": "Sure."},
-            {"role": "system", "content": "Reminder."}, {"role": "user", "content": "Go"}]}),
-        ("a_tools_auto", {**base, "messages": USER, "tools": [WEATHER_A],
-                          "tool_choice": {"type": "auto", "disable_parallel_tool_use": True}}),
+        (
+            "a_system_blocks",
+            {
+                **base,
+                "messages": USER,
+                "system": [
+                    {"type": "text", "text": "x-anthropic-billing-header: abc"},
+                    {"type": "text", "text": "Be brief. "},
+                    {"type": "text", "text": "Use metric."},
+                ],
+            },
+        ),
+        (
+            "a_inline_system",
+            {
+                **base,
+                "system": "Top.",
+                "messages": [
+                    USER[0],
+                    {"role": "assistant", "content": "Sure."},
+                    {"role": "system", "content": "Reminder."},
+                    {"role": "user", "content": "Go"},
+                ],
+            },
+        ),
+        (
+            "a_tools_auto",
+            {
+                **base,
+                "messages": USER,
+                "tools": [WEATHER_A],
+                "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
+            },
+        ),
         ("a_tools_any", {**base, "messages": USER, "tools": [WEATHER_A], "tool_choice": {"type": "any"}}),
-        ("a_tools_named", {**base, "messages": USER, "tools": [WEATHER_A],
-                           "tool_choice": {"type": "tool", "name": "get_weather"}}),
+        (
+            "a_tools_named",
+            {
+                **base,
+                "messages": USER,
+                "tools": [WEATHER_A],
+                "tool_choice": {"type": "tool", "name": "get_weather"},
+            },
+        ),
         ("a_tools_none", {**base, "messages": USER, "tools": [WEATHER_A], "tool_choice": {"type": "none"}}),
         ("a_tool_history", {**base, "messages": TOOL_TURN, "tools": [WEATHER_A]}),
         ("a_thinking_disabled", {**base, "messages": USER, "thinking": {"type": "disabled"}}),
-        ("a_thinking_enabled", {**base, "max_tokens": 4000, "messages": USER, "thinking": {"type": "enabled", "budget_tokens": 2048}}),
-        ("a_thinking_budget_too_big", {**base, "messages": USER,
-                                       "thinking": {"type": "enabled", "budget_tokens": 2048}}),
-        ("a_sampling", {**base, "max_tokens": 17, "messages": USER, "stop_sequences": ["END", "\n\n"],
-                        "temperature": 0.3, "top_p": 0.9, "top_k": 5, "metadata": {"user_id": "u1"}}),
-        ("a_image_block", {**base, "messages": [{"role": "user", "content": [
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
-            {"type": "text", "text": "What is it?"}]}]}),
+        (
+            "a_thinking_enabled",
+            {
+                **base,
+                "max_tokens": 4000,
+                "messages": USER,
+                "thinking": {"type": "enabled", "budget_tokens": 2048},
+            },
+        ),
+        (
+            "a_thinking_budget_too_big",
+            {**base, "messages": USER, "thinking": {"type": "enabled", "budget_tokens": 2048}},
+        ),
+        (
+            "a_sampling",
+            {
+                **base,
+                "max_tokens": 17,
+                "messages": USER,
+                "stop_sequences": ["END", "\n\n"],
+                "temperature": 0.3,
+                "top_p": 0.9,
+                "top_k": 5,
+                "metadata": {"user_id": "u1"},
+            },
+        ),
+        (
+            "a_image_block",
+            {
+                **base,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image",
+                                "source": {
+                                    "type": "base64",
+                                    "media_type": "image/png",
+                                    "data": "iVBORw0KGgo=",
+                                },
+                            },
+                            {"type": "text", "text": "What is it?"},
+                        ],
+                    }
+                ],
+            },
+        ),
     ]
 
 
@@ -88,29 +175,73 @@ def responses_cases() -> list[tuple[str, dict[str, Any]]]:
     return [
         ("r_plain", {**base, "input": "Weather in Paris?"}),
         ("r_instructions", {**base, "input": "Hi", "instructions": "Be brief.", "max_output_tokens": 50}),
-        ("r_items", {**base, "input": [
-            {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
-            {"type": "reasoning", "id": "rs_1", "summary": [],
-             "content": [{"type": "reasoning_text", "text": "Need the tool."}]},
-            {"type": "function_call", "call_id": "call_1", "name": "get_weather",
-             "arguments": "{\"city\": \"Paris\"}"},
-            {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
-        ], "tools": [WEATHER_R]}),
+        (
+            "r_items",
+            {
+                **base,
+                "input": [
+                    {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
+                    {
+                        "type": "reasoning",
+                        "id": "rs_1",
+                        "summary": [],
+                        "content": [{"type": "reasoning_text", "text": "Need the tool."}],
+                    },
+                    {
+                        "type": "function_call",
+                        "call_id": "call_1",
+                        "name": "get_weather",
+                        "arguments": '{"city": "Paris"}',
+                    },
+                    {"type": "function_call_output", "call_id": "call_1", "output": "18C"},
+                ],
+                "tools": [WEATHER_R],
+            },
+        ),
         ("r_tool_required", {**base, "input": "Weather?", "tools": [WEATHER_R], "tool_choice": "required"}),
-        ("r_tool_named", {**base, "input": "Weather?", "tools": [WEATHER_R],
-                          "tool_choice": {"type": "function", "name": "get_weather"}}),
+        (
+            "r_tool_named",
+            {
+                **base,
+                "input": "Weather?",
+                "tools": [WEATHER_R],
+                "tool_choice": {"type": "function", "name": "get_weather"},
+            },
+        ),
         ("r_effort_none", {**base, "input": "Hi", "reasoning": {"effort": "none"}}),
         ("r_effort_high", {**base, "input": "Hi", "reasoning": {"effort": "high"}}),
-        ("r_json_schema", {**base, "input": "Give a city", "text": {"format": {
-            "type": "json_schema", "name": "city", "schema": {"type": "object",
-                                                              "properties": {"name": {"type": "string"}}}}}}),
+        (
+            "r_json_schema",
+            {
+                **base,
+                "input": "Give a city",
+                "text": {
+                    "format": {
+                        "type": "json_schema",
+                        "name": "city",
+                        "schema": {"type": "object", "properties": {"name": {"type": "string"}}},
+                    }
+                },
+            },
+        ),
         ("r_truncation", {**base, "input": "Hi", "truncation": "auto", "temperature": 0.5, "top_p": 0.8}),
         ("r_previous", {**base, "input": "Hi", "previous_response_id": "resp_123"}),
         ("r_web_search", {**base, "input": "Hi", "tools": [{"type": "web_search"}]}),
-        ("r_partial", {**base, "input": [
-            {"role": "user", "content": "Count to 3"},
-            {"type": "message", "role": "assistant", "status": "incomplete",
-             "content": [{"type": "output_text", "text": "1, 2", "annotations": []}]}]}),
+        (
+            "r_partial",
+            {
+                **base,
+                "input": [
+                    {"role": "user", "content": "Count to 3"},
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "status": "incomplete",
+                        "content": [{"type": "output_text", "text": "1, 2", "annotations": []}],
+                    },
+                ],
+            },
+        ),
     ]
 
 
@@ -120,9 +251,15 @@ def sample(data: Path, per_kind: int) -> list[tuple[str, str, dict[str, Any]]]:
     out = []
     for row in load_chat_requests(data):
         msgs = row["chat"]["messages"]
-        kind = ("reasoning" if any(m.get("reasoning_content") for m in msgs) else
-                "tool_results" if any(m["role"] == "tool" for m in msgs) else
-                "tools" if row["chat"].get("tools") else "plain")
+        kind = (
+            "reasoning"
+            if any(m.get("reasoning_content") for m in msgs)
+            else "tool_results"
+            if any(m["role"] == "tool" for m in msgs)
+            else "tools"
+            if row["chat"].get("tools")
+            else "plain"
+        )
         if picked.get(kind, 0) >= per_kind:
             continue
         a, r = to_anthropic(row["chat"]), to_responses(row["chat"])
@@ -150,12 +287,17 @@ def main() -> None:
         resp = client.post(path, json={**body, "model": model})
         out = resp.json()
         ok = resp.status_code == 200
-        goldens.append({
-            "name": name, "path": path, "request": body, "status": resp.status_code,
-            "token_ids": out.get("token_ids") if ok else None,
-            "sampling_params": out.get("sampling_params") if ok else None,
-            "error": None if ok else out.get("error"),
-        })
+        goldens.append(
+            {
+                "name": name,
+                "path": path,
+                "request": body,
+                "status": resp.status_code,
+                "token_ids": out.get("token_ids") if ok else None,
+                "sampling_params": out.get("sampling_params") if ok else None,
+                "error": None if ok else out.get("error"),
+            }
+        )
         print(name, resp.status_code)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(goldens, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -42,6 +42,7 @@ import jinja2
 import jinja2.ext
 import jinja2.sandbox
 
+from ..api_tools import anthropic_tool_fields
 from ..errors import InvalidRequest, RenderServiceError
 from ..models import ModelBundle
 from ..protocol.anthropic import AnthropicContentBlock, AnthropicMessagesRequest
@@ -50,9 +51,7 @@ from .chat import render_chat
 
 BILLING_HEADER = "x-anthropic-billing-header"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
-IMAGES_REFUSED = (
-    "image content blocks are not supported yet by this render service (text only)"
-)
+IMAGES_REFUSED = "image content blocks are not supported yet by this render service (text only)"
 
 
 def _image_part(block: AnthropicContentBlock | dict[str, Any], where: str) -> dict[str, Any]:
@@ -124,9 +123,7 @@ def disabled_thinking_effort(bundle: ModelBundle, settings: Settings) -> str:
 def _system_text(content: str | list[AnthropicContentBlock]) -> str | None:
     if isinstance(content, str):
         return None if content.startswith(BILLING_HEADER) else content
-    parts = [
-        b.text for b in content if b.type == "text" and b.text and not b.text.startswith(BILLING_HEADER)
-    ]
+    parts = [b.text for b in content if b.type == "text" and b.text and not b.text.startswith(BILLING_HEADER)]
     return "".join(parts) if parts else None
 
 
@@ -251,41 +248,8 @@ def to_chat_request(
             chat["reasoning_effort"] = disabled_effort
         elif req.thinking.type == "enabled":
             chat["thinking_token_budget"] = req.thinking.budget_tokens
-    chat.update(chat_tool_fields(req))
+    chat.update(anthropic_tool_fields(req))
     return {k: v for k, v in chat.items() if v is not None}
-
-
-def chat_tool_fields(req: AnthropicMessagesRequest) -> dict[str, Any]:
-    """``tools``, ``tool_choice`` and ``parallel_tool_calls`` of the chat form (vLLM 0.33
-    ``_convert_tool_choice`` / ``_convert_tools``)."""
-    fields: dict[str, Any] = {}
-    choice = req.tool_choice
-    if choice is not None:
-        fields["parallel_tool_calls"] = not choice.disable_parallel_tool_use
-        fields["tool_choice"] = (
-            {"type": "function", "function": {"name": choice.name}}
-            if choice.type == "tool"
-            else {"auto": "auto", "any": "required", "none": "none"}[choice.type]
-        )
-    if req.tools is not None:
-        fields["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    k: v
-                    for k, v in (
-                        ("name", t.name),
-                        ("description", t.description),
-                        ("parameters", t.input_schema),
-                        ("strict", t.strict),
-                    )
-                    if v is not None
-                },
-            }
-            for t in req.tools
-        ]
-        fields.setdefault("tool_choice", "auto")
-    return fields
 
 
 def render_messages(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:

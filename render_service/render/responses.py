@@ -32,6 +32,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..api_tools import responses_tool_choice, responses_tools
 from ..errors import InvalidRequest
 from ..models import ModelBundle
 from ..protocol.responses import ResponsesRequest
@@ -95,13 +96,13 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
     elif kind == "function_call_output":
         messages.append({"role": "tool", "content": item.get("output"), "tool_call_id": item.get("call_id")})
     elif item.get("role") == "assistant":
-        text = _text_of(item)
-        if text is None:
+        said = _text_of(item)
+        if said is None:
             messages.append(item)
         elif prev is not None and prev.get("content") is None:
-            prev["content"] = text
+            prev["content"] = said
         else:
-            messages.append({"role": "assistant", "content": text})
+            messages.append({"role": "assistant", "content": said})
     elif "role" in item:
         messages.append({k: v for k, v in item.items() if k not in ("type", "status", "id")})
     else:
@@ -118,37 +119,6 @@ def _continues(items: str | list[dict[str, Any]]) -> bool:
     )
 
 
-def chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Responses ``function`` tools → chat tools (vLLM 0.33
-    ``convert_tool_responses_to_completions_format``).
-
-    Raises:
-        InvalidRequest: a tool of another type (built-in tools need a tool server).
-    """
-    if not tools:
-        return None
-    out = []
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            raise InvalidRequest(
-                f"tool type {kind!r} is not supported by this render service: only function tools",
-                param=f"tools.{i}.type",
-            )
-        if not isinstance(tool.get("name"), str):
-            raise InvalidRequest("function tools need a `name`", param=f"tools.{i}.name")
-        fn = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
-        out.append({"type": "function", "function": fn})
-    return out
-
-
-def chat_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
-    """Responses ``tool_choice`` → chat (``{"type": "function", "name"}`` → named)."""
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        return {"type": "function", "function": {"name": choice.get("name")}}
-    return choice
-
-
 def structured_outputs(req: ResponsesRequest) -> dict[str, Any] | None:
     """``text.format`` → ``structured_outputs`` (vLLM 0.33 ``extract_structured_outputs``).
 
@@ -159,7 +129,9 @@ def structured_outputs(req: ResponsesRequest) -> dict[str, Any] | None:
     if fmt is None:
         return req.structured_outputs
     if req.structured_outputs is not None:
-        raise InvalidRequest("Cannot specify both structured_outputs and text.format", param="structured_outputs")
+        raise InvalidRequest(
+            "Cannot specify both structured_outputs and text.format", param="structured_outputs"
+        )
     if fmt.type == "json_object":
         return {"json_object": True}
     if fmt.type == "json_schema" and fmt.schema_ is not None:
@@ -179,12 +151,12 @@ def to_chat_request(req: ResponsesRequest) -> dict[str, Any]:
             _add_item(messages, item, f"input.{i}")
     cont = _continues(req.input)
     logprobs = bool(req.include and LOGPROBS_INCLUDE in req.include)
-    tools = chat_tools(req.tools)
+    tools = responses_tools(req.tools)
     chat: dict[str, Any] = {
         "model": req.model,
         "messages": messages,
         "tools": tools,
-        "tool_choice": chat_tool_choice(req.tool_choice) if tools else None,
+        "tool_choice": responses_tool_choice(req.tool_choice) if tools else None,
         "parallel_tool_calls": req.parallel_tool_calls,
         "max_tokens": req.max_output_tokens,
         "reasoning_effort": req.reasoning.effort if req.reasoning else None,
@@ -198,10 +170,26 @@ def to_chat_request(req: ResponsesRequest) -> dict[str, Any]:
         "stream": bool(req.stream),
     }
     for name in (
-        "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-        "repetition_penalty", "seed", "stop", "stop_token_ids", "ignore_eos", "logit_bias",
-        "skip_special_tokens", "spaces_between_special_tokens", "include_stop_str_in_output",
-        "priority", "cache_salt", "vllm_xargs", "kv_transfer_params", "ec_transfer_params",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+        "seed",
+        "stop",
+        "stop_token_ids",
+        "ignore_eos",
+        "logit_bias",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "include_stop_str_in_output",
+        "priority",
+        "cache_salt",
+        "vllm_xargs",
+        "kv_transfer_params",
+        "ec_transfer_params",
         "chat_template_kwargs",
     ):
         chat[name] = getattr(req, name)
