@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .common import OpenAIBaseModel
+from .derender import GenerateTokensResponse, WireModel, _DerenderStreamRequest
 
 BlockType = Literal[
     "text",
@@ -144,3 +145,25 @@ class AnthropicMessagesRequest(OpenAIBaseModel):
         if isinstance(self.thinking, ThinkingEnabled) and self.thinking.budget_tokens >= self.max_tokens:
             raise ValueError("thinking.budget_tokens must be less than max_tokens")
         return self
+
+
+# --- /v1/messages/derender ---------------------------------------------------------------------
+
+
+class DerenderMessagesRequest(WireModel):
+    """``POST /v1/messages/derender`` with ``stream`` false: the engine's whole output and the
+    original Anthropic request (required when a parser is configured)."""
+
+    stream: Literal[False] = False
+    model: str | None = None
+    generate_response: GenerateTokensResponse
+    prompt_tokens: int | None = Field(default=None, ge=0)
+    prompt_token_ids: list[int] | None = None
+    messages_request: AnthropicMessagesRequest | None = None
+
+
+class DerenderMessagesStreamRequest(_DerenderStreamRequest):
+    """``POST /v1/messages/derender`` with ``stream`` true: one engine chunk per call;
+    ``messages_request`` and ``prompt_token_ids`` are read on the first call only."""
+
+    messages_request: AnthropicMessagesRequest | None = None

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .common import OpenAIBaseModel
+from .derender import GenerateTokensResponse, WireModel, _DerenderStreamRequest
 
 
 class Reasoning(OpenAIBaseModel):
@@ -77,3 +78,25 @@ class ResponsesRequest(OpenAIBaseModel):
     kv_transfer_params: dict[str, Any] | None = None
     ec_transfer_params: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+
+
+# --- /v1/responses/derender --------------------------------------------------------------------
+
+
+class DerenderResponsesRequest(WireModel):
+    """``POST /v1/responses/derender`` with ``stream`` false: the engine's whole output and the
+    original Responses request (required when a parser is configured)."""
+
+    stream: Literal[False] = False
+    model: str | None = None
+    generate_response: GenerateTokensResponse
+    prompt_tokens: int | None = Field(default=None, ge=0)
+    prompt_token_ids: list[int] | None = None
+    responses_request: ResponsesRequest | None = None
+
+
+class DerenderResponsesStreamRequest(_DerenderStreamRequest):
+    """``POST /v1/responses/derender`` with ``stream`` true: one engine chunk per call;
+    ``responses_request`` and ``prompt_token_ids`` are read on the first call only."""
+
+    responses_request: ResponsesRequest | None = None

@@ -15,4 +15,6 @@ from .completions import render_completion
 from .responses import render_responses
 from .tokenizing import detokenize, tokenize
 
-__all__ = ["detokenize", "render_chat", "render_completion", "render_messages", "render_responses", "tokenize"]
+__all__ = [
+    "detokenize", "render_chat", "render_completion", "render_messages", "render_responses", "tokenize",
+]

@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--exclude-tools-when-tool-choice-none", action="store_true")
     serve.add_argument("--anthropic-disabled-thinking-effort", default="auto",
                        choices=("auto", "none", "low", "medium", "high", "xhigh", "max"),
-                       help="reasoning_effort for Anthropic thinking.type=disabled (auto: probe the template)")
+                       help="reasoning_effort for Anthropic thinking.type=disabled (auto: probe)")
     serve.add_argument("--chat-template-content-format", default="auto", choices=("auto", "string", "openai"))
     serve.add_argument("--template-max-seconds", type=float, default=5.0,
                        help="time budget for rendering one chat template (over budget: 400)")
