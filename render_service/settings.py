@@ -43,6 +43,9 @@ class Settings:
             (``--trust-request-chat-template``); refused with 400 otherwise.
         exclude_tools_when_tool_choice_none: hide ``tools`` from the template when
             ``tool_choice`` is ``"none"`` (``--exclude-tools-when-tool-choice-none``).
+        anthropic_disabled_thinking_effort: ``reasoning_effort`` an Anthropic request with
+            ``thinking: {type: "disabled"}`` renders with (``--anthropic-disabled-thinking-effort``,
+            vLLM 0.33): ``auto`` probes the template (``none`` unless it is ignored, then ``low``).
         chat_template_content_format: ``auto`` (detect from the template), ``string`` or
             ``openai`` (``--chat-template-content-format``).
         template_max_seconds: wall-clock budget for rendering one chat template
@@ -98,6 +101,7 @@ class Settings:
     renderer_num_workers: int = 1
     trust_request_chat_template: bool = False
     exclude_tools_when_tool_choice_none: bool = False
+    anthropic_disabled_thinking_effort: str = "auto"
     chat_template_content_format: str = "auto"
     template_max_seconds: float = 5.0
     template_max_chars: int = 8_000_000

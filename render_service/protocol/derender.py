@@ -222,6 +222,12 @@ class StreamState(BaseModel):
         ptoks: ``prompt_tokens`` given on the first call.
         tools: a tool-call delta was sent. calls: number of tool calls started.
         parser: the parser library's state dict (``None`` without a parser).
+        blk: Messages/Responses: kind of the open content block / output item (``thinking``,
+            ``text``, ``tool``; empty when none is open). nblk: blocks / items started so far
+            (the open one is ``nblk - 1``). nout: output tokens so far. seq: Responses' next
+            ``sequence_number``. items: Responses: ``[type, id, text, name, call_id]`` of each
+            output item so far (its done events and ``response.completed`` repeat the whole
+            output, so this part grows with the output).
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -254,3 +260,9 @@ class StreamState(BaseModel):
     tools: bool = False
     calls: int = 0
     parser: dict[str, Any] | None = None
+    # Anthropic Messages / OpenAI Responses streams (derender/anthropic.py, derender/responses.py):
+    blk: str = ""
+    nblk: int = 0
+    nout: int = 0
+    seq: int = 0
+    items: list[list[str]] = Field(default_factory=list)

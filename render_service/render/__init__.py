@@ -5,11 +5,16 @@ May import the base (``protocol``, ``settings``, ``errors``, ``models``, ``chat_
 ``fingerprint``, ``parsing``) and ``tokens``; never ``derender`` or ``serving``.
 
 Entry points (each takes the loaded bundle, the settings and the parsed JSON body):
-:func:`render_chat`, :func:`render_completion`, :func:`tokenize`, :func:`detokenize`.
+:func:`render_chat`, :func:`render_completion`, :func:`render_messages` (Anthropic),
+:func:`render_responses` (OpenAI Responses), :func:`tokenize`, :func:`detokenize`.
 """
 
+from .anthropic import render_messages
 from .chat import render_chat
 from .completions import render_completion
+from .responses import render_responses
 from .tokenizing import detokenize, tokenize
 
-__all__ = ["detokenize", "render_chat", "render_completion", "tokenize"]
+__all__ = [
+    "detokenize", "render_chat", "render_completion", "render_messages", "render_responses", "tokenize",
+]

@@ -76,6 +76,10 @@ def template_kwargs(req: ChatCompletionRequest, settings: Settings) -> dict[str,
     merged = {**settings.default_chat_template_kwargs, **(req.chat_template_kwargs or {})}
     if req.reasoning_effort is not None:
         merged["reasoning_effort"] = req.reasoning_effort
+        # vLLM 0.33 ``build_chat_params``: an effort also switches ``enable_thinking`` unless the
+        # request's own kwargs set it (``none`` turns thinking off).
+        if "enable_thinking" not in (req.chat_template_kwargs or {}):
+            merged["enable_thinking"] = req.reasoning_effort != "none"
     return {k: v for k, v in merged.items() if k not in RESERVED_TEMPLATE_KWARGS}
 
 

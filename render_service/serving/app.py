@@ -179,8 +179,12 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
 
     post("/v1/chat/completions/render", render.render_chat)
     post("/v1/completions/render", render.render_completion)
+    post("/v1/messages/render", render.render_messages)
+    post("/v1/responses/render", render.render_responses)
     post("/v1/chat/completions/derender", derender.derender_chat)
     post("/v1/completions/derender", derender.derender_completion)
+    post("/v1/messages/derender", derender.derender_messages)
+    post("/v1/responses/derender", derender.derender_responses)
     post("/tokenize", render.tokenize)
     post("/detokenize", render.detokenize)
 

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--trust-request-chat-template", action="store_true",
                        help="accept a request's own chat_template")
     serve.add_argument("--exclude-tools-when-tool-choice-none", action="store_true")
+    serve.add_argument("--anthropic-disabled-thinking-effort", default="auto",
+                       choices=("auto", "none", "low", "medium", "high", "xhigh", "max"),
+                       help="reasoning_effort for Anthropic thinking.type=disabled (auto: probe)")
     serve.add_argument("--chat-template-content-format", default="auto", choices=("auto", "string", "openai"))
     serve.add_argument("--template-max-seconds", type=float, default=5.0,
                        help="time budget for rendering one chat template (over budget: 400)")
@@ -169,6 +172,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         renderer_num_workers=args.renderer_num_workers,
         trust_request_chat_template=args.trust_request_chat_template,
         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
+        anthropic_disabled_thinking_effort=args.anthropic_disabled_thinking_effort,
         chat_template_content_format=args.chat_template_content_format,
         template_max_seconds=args.template_max_seconds,
         template_max_chars=args.template_max_chars,

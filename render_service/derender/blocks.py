@@ -1,0 +1,62 @@
+"""One derender step's output as a sequence of typed pieces, shared by the Anthropic Messages and
+OpenAI Responses derenders, which both cut the output into blocks / items by kind.
+
+A step's pieces come in the order ``thinking`` (reasoning), ``text`` (content), then its tool-call
+pieces in call order; a piece of another kind than the open block closes it and opens a new one.
+Batch derender is one step, so a stream gives the same blocks as the batch answer whenever the
+model's output itself runs reasoning → content → tool calls (the shape of every supported
+parser's output); an output that interleaves them (content after a tool call) streams into more
+blocks than its batch answer has.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol.derender import StreamState
+from .pipeline import StepOutput
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """``kind``: ``thinking``, ``text`` or ``tool``. ``text``: the new text or argument characters.
+    ``call_id`` / ``name``: set on the piece that starts a tool call."""
+
+    kind: str
+    text: str
+    call_id: str | None = None
+    name: str | None = None
+
+
+def pieces(out: StepOutput) -> Iterator[Piece]:
+    """The step's pieces in block order (see the module docstring)."""
+    if out.reasoning:
+        yield Piece("thinking", out.reasoning)
+    if out.content:
+        yield Piece("text", out.content)
+    for call in out.tool_calls:
+        fn = call.get("function") or {}
+        if fn.get("name") is not None:
+            yield Piece("tool", fn.get("arguments") or "", call.get("id"), fn["name"])
+        elif fn.get("arguments"):
+            yield Piece("tool", fn["arguments"])
+
+
+def opens_block(state: StreamState, piece: Piece) -> bool:
+    """Whether ``piece`` starts a new block (another kind, or a new tool call)."""
+    return piece.kind != state.blk or piece.name is not None
+
+
+def tool_input(arguments: str) -> dict[str, Any]:
+    """A call's arguments as the object Anthropic's ``input`` is: parsed JSON, ``{}`` for empty
+    arguments; arguments that are not a JSON object are kept under ``"_raw"`` (never lost)."""
+    if not arguments.strip():
+        return {}
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError:
+        return {"_raw": arguments}
+    return value if isinstance(value, dict) else {"_raw": arguments}

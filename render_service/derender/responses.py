@@ -1,0 +1,366 @@
+"""OpenAI Responses derender: engine output token ids → a ``Response`` (batch) or the Responses
+stream events of one engine chunk (streaming), through the chat derender's pipeline and its
+signed ``stream_state``. vLLM 0.33 has no such endpoint; the shapes are OpenAI's Responses API.
+
+* ``output`` items in order: ``reasoning`` (``content: [{type: reasoning_text}]``), ``message``
+  (``content: [{type: output_text}]``), ``function_call`` (``call_id``, ``name``, ``arguments``);
+  item ids are deterministic (``rs_`` / ``msg_`` / ``fc_`` + the request id + the item index).
+* ``status``: ``completed``, or ``incomplete`` with ``incomplete_details.reason:
+  "max_output_tokens"`` when the engine stopped for length.
+* ``usage``: ``input_tokens``, ``output_tokens``, ``total_tokens`` (details zero).
+
+Streaming answer: ``{"events": [{"event": type, "data": {..., "sequence_number"}}...],
+"stream_state", "stop_generation"}``: ``response.created`` and ``response.in_progress`` on the
+first call; per item ``response.output_item.added``, ``response.content_part.added`` (reasoning
+and message), the deltas (``response.reasoning_text.delta``, ``response.output_text.delta``,
+``response.function_call_arguments.delta``), then on close the ``.done`` events and
+``response.output_item.done``; the last call ends with ``response.completed`` (also for an
+incomplete response, with its ``status``). ``sequence_number`` continues across calls.
+The done events and ``response.completed`` repeat the whole output, so the state carries the
+output so far (the one state part that grows with the output).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..api_tools import responses_tool_choice, responses_tools
+from ..errors import InvalidRequest
+from ..models import ModelBundle, check_model
+from ..protocol.derender import ChatRequestFields, GenerateChoice, StreamState
+from ..protocol.responses import DerenderResponsesRequest, DerenderResponsesStreamRequest, ResponsesRequest
+from ..settings import Settings
+from .anthropic import effort_kwargs
+from .blocks import Piece, opens_block, pieces
+from .chat import derender_chat
+from .flow import is_stream, run_stream
+from .pipeline import StepOutput, pipeline_for
+
+NEEDS_REQUEST = (
+    "responses_request is required when a tool or reasoning parser is configured (on the first "
+    "call of a stream); later streaming calls may omit it."
+)
+ITEM_TYPES = {"thinking": "reasoning", "text": "message", "tool": "function_call"}
+PREFIX = {"reasoning": "rs", "message": "msg", "function_call": "fc"}
+
+
+def chat_fields(req: ResponsesRequest | None) -> ChatRequestFields | None:
+    """What the pipeline reads of the chat form of a Responses request."""
+    if req is None:
+        return None
+    tools = responses_tools(req.tools)
+    effort = req.reasoning.effort if req.reasoning else None
+    return ChatRequestFields(
+        model=req.model,
+        stop=req.stop,
+        include_stop_str_in_output=req.include_stop_str_in_output,
+        stop_token_ids=req.stop_token_ids,
+        ignore_eos=req.ignore_eos,
+        tools=tools,
+        tool_choice=responses_tool_choice(req.tool_choice) if tools else None,
+        parallel_tool_calls=req.parallel_tool_calls,
+        include_reasoning=req.include_reasoning,
+        chat_template_kwargs=effort_kwargs(effort, req.chat_template_kwargs),
+        reasoning_effort=effort,
+    )
+
+
+def _item(
+    kind: str, item_id: str, text: str, name: str = "", call_id: str = "", done: bool = True
+) -> dict[str, Any]:
+    status = "completed" if done else "in_progress"
+    if kind == "reasoning":
+        content = [{"type": "reasoning_text", "text": text}] if done else []
+        return {"type": "reasoning", "id": item_id, "summary": [], "content": content, "status": status}
+    if kind == "message":
+        content = [_text_part(text)] if done else []
+        return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": content}
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": text,
+        "status": status,
+    }
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _response(
+    rid: str,
+    model: str,
+    created: int,
+    output: list[dict[str, Any]],
+    finish: str | None,
+    usage: tuple[int, int] | None,
+    req: ResponsesRequest | None,
+) -> dict[str, Any]:
+    status = "in_progress" if finish is None else "incomplete" if finish == "length" else "completed"
+    return {
+        "id": rid,
+        "object": "response",
+        "created_at": created,
+        "model": model,
+        "status": status,
+        "output": output,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "error": None,
+        "instructions": req.instructions if req is not None else None,
+        "metadata": req.metadata if req is not None else None,
+        "parallel_tool_calls": req.parallel_tool_calls is not False if req is not None else True,
+        "temperature": req.temperature if req is not None else None,
+        "top_p": req.top_p if req is not None else None,
+        "tool_choice": (req.tool_choice if req is not None else "auto"),
+        "tools": req.tools if req is not None else [],
+        "max_output_tokens": req.max_output_tokens if req is not None else None,
+        "usage": None
+        if usage is None
+        else {
+            "input_tokens": usage[0],
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": usage[1],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage[0] + usage[1],
+        },
+    }
+
+
+# --- batch ----------------------------------------------------------------------------------
+
+
+def _batch(bundle: ModelBundle, settings: Settings, req: DerenderResponsesRequest) -> dict[str, Any]:
+    name = check_model(bundle, req.model)
+    if req.responses_request is None and pipeline_for(bundle, settings).parser is not None:
+        raise InvalidRequest(NEEDS_REQUEST, param="responses_request")
+    if len(req.generate_response.choices) != 1:
+        raise InvalidRequest(
+            "a Responses derender takes exactly one choice", param="generate_response.choices"
+        )
+    fields = chat_fields(req.responses_request)
+    chat = derender_chat(
+        bundle,
+        settings,
+        {
+            "model": req.model,
+            "generate_response": req.generate_response.model_dump(),
+            "prompt_tokens": req.prompt_tokens,
+            "prompt_token_ids": req.prompt_token_ids,
+            "chat_request": fields.model_dump() if fields is not None else None,
+        },
+    )
+    choice = chat["choices"][0]
+    msg = choice["message"]
+    rid = chat["id"]
+    output: list[dict[str, Any]] = []
+    if msg.get("reasoning"):
+        output.append(_item("reasoning", f"rs_{rid}_{len(output)}", msg["reasoning"]))
+    if msg.get("content"):
+        output.append(_item("message", f"msg_{rid}_{len(output)}", msg["content"]))
+    for call in msg.get("tool_calls") or ():
+        fn = call["function"]
+        output.append(
+            _item("function_call", f"fc_{rid}_{len(output)}", fn["arguments"], fn["name"], call["id"])
+        )
+    usage = chat["usage"]
+    return _response(
+        rid,
+        name,
+        chat["created"],
+        output,
+        choice["finish_reason"],
+        (usage["prompt_tokens"], usage["completion_tokens"]),
+        req.responses_request,
+    )
+
+
+# --- streaming ------------------------------------------------------------------------------
+
+
+class _Events:
+    def __init__(self, state: StreamState) -> None:
+        self.state = state
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, kind: str, **data: Any) -> None:
+        self.events.append({"event": kind, "data": {"type": kind, **data, "sequence_number": self.state.seq}})
+        self.state.seq += 1
+
+    def close(self) -> None:
+        st = self.state
+        if not st.blk:
+            return
+        kind, item_id, text, name, call_id = st.items[-1]
+        index = st.nblk - 1
+        if kind == "reasoning":
+            self.emit(
+                "response.reasoning_text.done",
+                item_id=item_id,
+                output_index=index,
+                content_index=0,
+                text=text,
+            )
+            self.emit(
+                "response.content_part.done",
+                item_id=item_id,
+                output_index=index,
+                content_index=0,
+                part={"type": "reasoning_text", "text": text},
+            )
+        elif kind == "message":
+            self.emit(
+                "response.output_text.done",
+                item_id=item_id,
+                output_index=index,
+                content_index=0,
+                text=text,
+                logprobs=[],
+            )
+            self.emit(
+                "response.content_part.done",
+                item_id=item_id,
+                output_index=index,
+                content_index=0,
+                part=_text_part(text),
+            )
+        else:
+            self.emit(
+                "response.function_call_arguments.done",
+                item_id=item_id,
+                output_index=index,
+                arguments=text,
+                name=name,
+            )
+        self.emit(
+            "response.output_item.done", output_index=index, item=_item(kind, item_id, text, name, call_id)
+        )
+        st.blk = ""
+
+    def open(self, piece: Piece) -> None:
+        self.close()
+        st = self.state
+        kind = ITEM_TYPES[piece.kind]
+        item_id = f"{PREFIX[kind]}_{st.rid}_{st.nblk}"
+        st.items.append([kind, item_id, "", piece.name or "", piece.call_id or ""])
+        self.emit(
+            "response.output_item.added",
+            output_index=st.nblk,
+            item=_item(kind, item_id, "", piece.name or "", piece.call_id or "", done=False),
+        )
+        if kind == "reasoning":
+            self.emit(
+                "response.content_part.added",
+                item_id=item_id,
+                output_index=st.nblk,
+                content_index=0,
+                part={"type": "reasoning_text", "text": ""},
+            )
+        elif kind == "message":
+            self.emit(
+                "response.content_part.added",
+                item_id=item_id,
+                output_index=st.nblk,
+                content_index=0,
+                part=_text_part(""),
+            )
+        st.blk, st.nblk = piece.kind, st.nblk + 1
+
+    def delta(self, piece: Piece) -> None:
+        st = self.state
+        current = st.items[-1]
+        current[2] += piece.text
+        index, item_id = st.nblk - 1, current[1]
+        if current[0] == "reasoning":
+            self.emit(
+                "response.reasoning_text.delta",
+                item_id=item_id,
+                output_index=index,
+                content_index=0,
+                delta=piece.text,
+            )
+        elif current[0] == "message":
+            self.emit(
+                "response.output_text.delta",
+                item_id=item_id,
+                output_index=index,
+                content_index=0,
+                delta=piece.text,
+                logprobs=[],
+            )
+        else:
+            self.emit(
+                "response.function_call_arguments.delta",
+                item_id=item_id,
+                output_index=index,
+                delta=piece.text,
+            )
+
+
+def _step_events(
+    out: StepOutput,
+    choice: GenerateChoice,
+    state: StreamState,
+    req: ResponsesRequest | None,
+    input_tokens: int,
+) -> list[dict[str, Any]]:
+    ev = _Events(state)
+    state.nout += len(choice.token_ids or ())
+    if not state.role:
+        state.role = True
+        first = _response(state.rid, state.model, state.created, [], None, None, req)
+        ev.emit("response.created", response=first)
+        ev.emit("response.in_progress", response=first)
+    for piece in pieces(out):
+        if opens_block(state, piece):
+            ev.open(piece)
+        if piece.text:
+            ev.delta(piece)
+    if out.finish_reason is not None:
+        ev.close()
+        output = [_item(k, i, t, n, c) for k, i, t, n, c in state.items]
+        final = _response(
+            state.rid, state.model, state.created, output, out.finish_reason, (input_tokens, state.nout), req
+        )
+        ev.emit("response.completed", response=final)
+    return ev.events
+
+
+def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStreamRequest) -> dict[str, Any]:
+    check_model(bundle, req.model)
+    pipe = pipeline_for(bundle, settings)
+    if req.stream_state is None and pipe.parser is not None and req.responses_request is None:
+        raise InvalidRequest(NEEDS_REQUEST, param="responses_request")
+    prompt = req.prompt_token_ids if req.prompt_token_ids is not None else req.generate_chunk.prompt_token_ids
+    first_tokens = req.prompt_tokens if req.prompt_tokens is not None else len(prompt or ())
+
+    def shape(out: StepOutput, choice: GenerateChoice, st: StreamState) -> dict[str, Any]:
+        if req.stream_state is None:
+            st.ptoks = first_tokens
+        return {"events": _step_events(out, choice, st, req.responses_request, st.ptoks or 0)}
+
+    reply = run_stream(
+        bundle,
+        settings,
+        pipe,
+        req,
+        chat_fields(req.responses_request),
+        None,
+        object_name="response",
+        shape=shape,
+        extra={},
+    )
+    choices = reply["chunk"]["choices"]
+    return {
+        "events": choices[0]["events"] if choices else [],
+        "stream_state": reply["stream_state"],
+        "stop_generation": reply["stop_generation"],
+    }
+
+
+def derender_responses(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
+    """Responses derender; dispatches on ``body["stream"]`` (see the module docstring)."""
+    if is_stream(body):
+        return _stream(bundle, settings, DerenderResponsesStreamRequest.model_validate(body))
+    return _batch(bundle, settings, DerenderResponsesRequest.model_validate(body))

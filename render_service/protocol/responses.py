@@ -1,0 +1,102 @@
+"""OpenAI Responses wire models: the body of ``/v1/responses/render`` (OpenAI field names, vLLM
+0.33 ``entrypoints/openai/responses/protocol.py`` extras) and the ``responses_request`` of
+``/v1/responses/derender``.
+
+Input items stay plain JSON objects (``message``, ``function_call``, ``function_call_output``,
+``reasoning``); their shape is checked by the converter. Unknown fields are accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .common import OpenAIBaseModel
+from .derender import GenerateTokensResponse, WireModel, _DerenderStreamRequest
+
+
+class Reasoning(OpenAIBaseModel):
+    """``reasoning``: ``effort`` (``none``/``minimal``/``low``/``medium``/``high``...)."""
+
+    effort: str | None = None
+    summary: str | None = None
+
+
+class TextFormat(OpenAIBaseModel):
+    """``text.format``: ``text``, ``json_object`` or ``json_schema`` (``schema``, ``name``)."""
+
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class TextConfig(OpenAIBaseModel):
+    format: TextFormat | None = None
+
+
+class ResponsesRequest(OpenAIBaseModel):
+    """``POST /v1/responses`` body, as far as the stateless render reads it."""
+
+    model: str | None = None
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    include: list[str] | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    metadata: dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = True
+    previous_response_id: str | None = None
+    reasoning: Reasoning | None = None
+    include_reasoning: bool = True
+    stream: bool | None = False
+    temperature: float | None = None
+    text: TextConfig | None = None
+    tool_choice: str | dict[str, Any] = "auto"
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    top_logprobs: int | None = 0
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    truncation: Literal["auto", "disabled"] | None = "disabled"
+    skip_special_tokens: bool | None = None
+    spaces_between_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    logit_bias: dict[str, float] | None = None
+    structured_outputs: dict[str, Any] | None = None
+    request_id: str | None = None
+    priority: int = 0
+    cache_salt: str | None = Field(default=None, min_length=1, max_length=1024)
+    vllm_xargs: dict[str, Any] | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    ec_transfer_params: dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
+# --- /v1/responses/derender --------------------------------------------------------------------
+
+
+class DerenderResponsesRequest(WireModel):
+    """``POST /v1/responses/derender`` with ``stream`` false: the engine's whole output and the
+    original Responses request (required when a parser is configured)."""
+
+    stream: Literal[False] = False
+    model: str | None = None
+    generate_response: GenerateTokensResponse
+    prompt_tokens: int | None = Field(default=None, ge=0)
+    prompt_token_ids: list[int] | None = None
+    responses_request: ResponsesRequest | None = None
+
+
+class DerenderResponsesStreamRequest(_DerenderStreamRequest):
+    """``POST /v1/responses/derender`` with ``stream`` true: one engine chunk per call;
+    ``responses_request`` and ``prompt_token_ids`` are read on the first call only."""
+
+    responses_request: ResponsesRequest | None = None

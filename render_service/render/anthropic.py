@@ -1,0 +1,273 @@
+"""Anthropic Messages render: an Anthropic ``/v1/messages`` request → an OpenAI chat request →
+the chat render (vLLM 0.33 ``/v1/messages/render``: ``AnthropicServingMessages.
+to_chat_completion_request``, then ``render_chat_request``), so the token ids are the chat
+render's for the converted conversation.
+
+Conversion (as vLLM 0.33):
+
+* ``system`` (string, or text blocks concatenated with no separator; blocks starting with
+  ``x-anthropic-billing-header`` dropped) → one leading ``system`` message. Inline ``system``
+  messages are merged into it when the template refuses a non-leading system message (probed
+  once per template with ``[system, user, system, user]``), else kept in place.
+* Blocks: ``text`` → content parts (one text part becomes a plain string); ``thinking`` →
+  the assistant's ``reasoning``; ``redacted_thinking`` dropped; ``tool_use`` → a tool call with
+  ``arguments`` = ``json.dumps(input)``; a user's ``tool_result`` → a ``tool`` message (string
+  content, or its text blocks joined with ``"\\n"``; ``is_error`` is not shown to the template),
+  emitted before the rest of that user message; an assistant's ``tool_result`` → text
+  ``"Tool result: ..."``.
+* ``image`` blocks (also inside ``tool_result``) → 400 until multimodal render lands: the one
+  switch is :func:`_image_part`.
+* ``tools`` (``input_schema`` → ``parameters``), ``tool_choice`` auto/any/tool/none →
+  ``auto``/``required``/named/``none`` (tools without ``tool_choice`` → ``auto``),
+  ``disable_parallel_tool_use`` → ``parallel_tool_calls: false``.
+* ``thinking``: ``enabled`` → ``thinking_token_budget = budget_tokens``; ``disabled`` →
+  ``reasoning_effort`` = ``--anthropic-disabled-thinking-effort`` (``auto``: ``none`` unless the
+  template renders ``none`` like a real effort or refuses it, then ``low``); ``adaptive`` → nothing.
+* ``output_config.format`` → ``response_format`` json_schema; ``output_config.effort`` →
+  ``reasoning_effort``.
+* ``max_tokens`` → ``max_tokens``; ``stop_sequences`` → ``stop``; ``temperature``, ``top_p``,
+  ``top_k``, ``cache_salt``, ``kv_transfer_params``, ``vllm_xargs``, ``chat_template_kwargs``
+  carried; ``metadata`` accepted and ignored.
+
+Errors: pydantic ``ValidationError`` (400), :class:`~render_service.errors.InvalidRequest` (400),
+:class:`~render_service.errors.UnknownModel` (404), and every chat-render error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jinja2
+import jinja2.ext
+import jinja2.sandbox
+
+from ..api_tools import anthropic_tool_fields
+from ..errors import InvalidRequest, RenderServiceError
+from ..models import ModelBundle
+from ..protocol.anthropic import AnthropicContentBlock, AnthropicMessagesRequest
+from ..settings import Settings
+from .chat import render_chat
+
+BILLING_HEADER = "x-anthropic-billing-header"
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+IMAGES_REFUSED = "image content blocks are not supported yet by this render service (text only)"
+
+
+def _image_part(block: AnthropicContentBlock | dict[str, Any], where: str) -> dict[str, Any]:
+    """The chat content part of an Anthropic image block. The one place multimodal Messages
+    render switches on; until then a 400."""
+    raise InvalidRequest(IMAGES_REFUSED, param=where)
+
+
+# --- template probes (once per bundle and settings) ---------------------------------------------
+
+_MERGE: dict[int, tuple[Any, bool]] = {}
+_EFFORT: dict[tuple[int, int], tuple[Any, Any, str]] = {}
+
+
+def merge_inline_system(bundle: ModelBundle) -> bool:
+    """Whether the template refuses ``[system, user, system, user]`` (vLLM 0.33
+    ``_detect_merge_inline_system``: plain sandboxed Jinja, a template error means merge; no
+    template means merge)."""
+    hit = _MERGE.get(id(bundle))
+    if hit is not None and hit[0] is bundle:
+        return hit[1]
+    source = bundle.chat_template
+    merge = True
+    if source:
+        env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+        )
+        try:
+            env.from_string(source).render(
+                messages=[{"role": r, "content": "t"} for r in ("system", "user", "system", "user")],
+                add_generation_prompt=False,
+            )
+            merge = False
+        except jinja2.TemplateError:
+            merge = True
+        except Exception:  # noqa: BLE001 - a template failing any other way is treated the same
+            merge = True
+    _MERGE[id(bundle)] = (bundle, merge)
+    return merge
+
+
+def disabled_thinking_effort(bundle: ModelBundle, settings: Settings) -> str:
+    """``reasoning_effort`` for ``thinking: {type: "disabled"}`` (vLLM 0.33
+    ``DisabledThinkingEffortResolver``): the flag's value, or for ``auto`` ``"low"`` when the
+    template refuses ``none`` or renders it like one of the real efforts, else ``"none"``."""
+    if settings.anthropic_disabled_thinking_effort != "auto":
+        return settings.anthropic_disabled_thinking_effort
+    key = (id(bundle), id(settings))
+    hit = _EFFORT.get(key)
+    if hit is not None and hit[0] is bundle and hit[1] is settings:
+        return hit[2]
+
+    def probe(effort: str) -> list[int] | None:
+        body = {"messages": [{"role": "user", "content": "Hi"}], "reasoning_effort": effort}
+        try:
+            return list(render_chat(bundle, settings, body)["token_ids"])
+        except RenderServiceError:
+            return None
+
+    none_ids = probe("none")
+    effort = "low" if none_ids is None or any(probe(e) == none_ids for e in EFFORTS) else "none"
+    _EFFORT[key] = (bundle, settings, effort)
+    return effort
+
+
+# --- conversion ---------------------------------------------------------------------------------
+
+
+def _system_text(content: str | list[AnthropicContentBlock]) -> str | None:
+    if isinstance(content, str):
+        return None if content.startswith(BILLING_HEADER) else content
+    parts = [b.text for b in content if b.type == "text" and b.text and not b.text.startswith(BILLING_HEADER)]
+    return "".join(parts) if parts else None
+
+
+def _tool_result_text(block: AnthropicContentBlock, where: str) -> str:
+    content = block.content
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for j, item in enumerate(content or ()):
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "text":
+            texts.append(str(item.get("text", "")))
+        elif item.get("type") == "image":
+            _image_part(item, f"{where}.content.{j}")
+    return "\n".join(texts)
+
+
+def _convert_blocks(
+    blocks: list[AnthropicContentBlock], role: str, out: list[dict[str, Any]], where: str
+) -> dict[str, Any] | None:
+    """One Anthropic message's blocks → its chat message (``None``: nothing left for a user);
+    ``tool`` messages for a user's tool results are appended to ``out`` first."""
+    message: dict[str, Any] = {"role": role}
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    reasoning: list[str] = []
+    for j, block in enumerate(blocks):
+        at = f"{where}.content.{j}"
+        if block.type == "text" and block.text:
+            parts.append({"type": "text", "text": block.text})
+        elif block.type == "image":
+            parts.append(_image_part(block, at))
+        elif block.type == "thinking" and block.thinking is not None:
+            reasoning.append(block.thinking)
+        elif block.type == "tool_use":
+            calls.append(
+                {
+                    "id": block.id or f"call_{j}",  # vLLM: call_<unix time>
+                    "type": "function",
+                    "function": {"name": block.name or "", "arguments": json.dumps(block.input or {})},
+                }
+            )
+        elif block.type == "tool_result":
+            text = _tool_result_text(block, at)
+            if role == "user":
+                out.append({"role": "tool", "tool_call_id": block.tool_use_id or "", "content": text})
+            else:
+                shown = str(block.content) if block.content else ""
+                parts.append({"type": "text", "text": f"Tool result: {shown}"})
+        elif block.type in ("tool_addition", "tool_removal"):
+            raise InvalidRequest(f"{block.type} blocks are not supported", param=f"{at}.type")
+        # redacted_thinking, tool_reference and empty text blocks add nothing (as vLLM).
+    if reasoning:
+        message["reasoning"] = "".join(reasoning)
+    if calls:
+        message["tool_calls"] = calls
+    if parts:
+        message["content"] = parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
+    if role == "user" and "content" not in message:
+        return None
+    return message
+
+
+def to_chat_request(
+    req: AnthropicMessagesRequest, *, merge_system: bool, disabled_effort: str
+) -> dict[str, Any]:
+    """The OpenAI chat request body vLLM 0.33 builds from an Anthropic request (see the module
+    docstring). Pure: the template probes are passed in."""
+    messages: list[dict[str, Any]] = []
+    system: list[str] = []
+    if req.system:
+        text = req.system if isinstance(req.system, str) else _system_text(req.system)
+        if text:
+            system.append(text)
+    if merge_system:
+        system.extend(t for m in req.messages if m.role == "system" and (t := _system_text(m.content)))
+    if system:
+        messages.append({"role": "system", "content": "".join(system)})
+    for i, msg in enumerate(req.messages):
+        if msg.role == "system":
+            text = None if merge_system else _system_text(msg.content)
+            if text:
+                messages.append({"role": "system", "content": text})
+            continue
+        if isinstance(msg.content, str):
+            messages.append({"role": msg.role, "content": msg.content})
+            continue
+        converted = _convert_blocks(msg.content, msg.role, messages, f"messages.{i}")
+        if converted is not None:
+            messages.append(converted)
+
+    chat: dict[str, Any] = {
+        "model": req.model,
+        "messages": messages,
+        "max_tokens": req.max_tokens,
+        "max_completion_tokens": req.max_tokens,
+        "stop": req.stop_sequences,
+        "temperature": req.temperature,
+        "top_p": req.top_p,
+        "top_k": req.top_k,
+        "cache_salt": req.cache_salt,
+        "kv_transfer_params": req.kv_transfer_params,
+        "ec_transfer_params": req.ec_transfer_params,
+        "vllm_xargs": req.vllm_xargs,
+        "chat_template_kwargs": req.chat_template_kwargs,
+        "request_id": req.request_id,
+    }
+    if req.stream:
+        chat["stream"] = True
+        chat["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    out = req.output_config
+    if out is not None and out.format is not None and out.format.json_schema:
+        chat["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": out.format.type, "schema": out.format.json_schema},
+        }
+    if out is not None and out.effort is not None:
+        chat["reasoning_effort"] = out.effort
+    if req.thinking is not None:
+        if req.thinking.type == "disabled":
+            chat["reasoning_effort"] = disabled_effort
+        elif req.thinking.type == "enabled":
+            chat["thinking_token_budget"] = req.thinking.budget_tokens
+    chat.update(anthropic_tool_fields(req))
+    return {k: v for k, v in chat.items() if v is not None}
+
+
+def render_messages(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
+    """One ``GenerateRequest`` dict for an Anthropic Messages request (vLLM 0.33
+    ``/v1/messages/render``; the id is ``chatcmpl-…`` as upstream).
+
+    Raises:
+        InvalidRequest: not an object, image blocks, and every chat
+            render error; pydantic ``ValidationError`` for a malformed body.
+        UnknownModel: ``model`` is not served.
+    """
+    if not isinstance(body, dict):
+        raise InvalidRequest("request body must be a JSON object")
+    req = AnthropicMessagesRequest.model_validate(body)
+    effort = (
+        disabled_thinking_effort(bundle, settings)
+        if req.thinking is not None and req.thinking.type == "disabled"
+        else "none"
+    )
+    chat = to_chat_request(req, merge_system=merge_inline_system(bundle), disabled_effort=effort)
+    return render_chat(bundle, settings, chat)
