@@ -124,6 +124,8 @@ class Settings:
     #: ``--revision`` / ``--tokenizer-revision`` for hub ids.
     revision: str | None = None
     tokenizer_revision: str | None = None
+    #: ``--cohere-format``: echoed as ``cohere_format`` in the template kwargs (vLLM default cmd4).
+    cohere_format: str | None = "cmd4"
 
     @property
     def model_path(self) -> str:
