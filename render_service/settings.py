@@ -121,6 +121,19 @@ class Settings:
     shutdown_delay: float = 0.0
     log_format: str = "json"
     timeout_keep_alive: int = 5
+    # --- vLLM-compatibility settings (fidelity) ---
+    #: ``--reasoning-effort-map`` (JSON): a request's ``reasoning_effort`` → the one the
+    #: template / harmony knows, as vLLM's ``map_reasoning_effort``.
+    reasoning_effort_map: dict[str, str] = field(default_factory=dict)
+    #: harmony (gpt-oss) ``Current date:``; ``None`` = today (vLLM ``VLLM_SYSTEM_START_DATE``).
+    system_start_date: str | None = None
+    #: ``--tokenizer``: load the tokenizer from this folder / hub id instead of the model's.
+    tokenizer: str | None = None
+    #: ``--revision`` / ``--tokenizer-revision`` for hub ids.
+    revision: str | None = None
+    tokenizer_revision: str | None = None
+    #: ``--cohere-format``: echoed as ``cohere_format`` in the template kwargs (vLLM default cmd4).
+    cohere_format: str | None = "cmd4"
 
     @property
     def model_path(self) -> str:

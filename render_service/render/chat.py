@@ -14,7 +14,7 @@ from ..models import ModelBundle, check_model
 from ..protocol.chat import ChatCompletionRequest
 from ..protocol.common import asks_structured_output
 from ..settings import Settings
-from . import messages, sampling, tool_choice
+from . import adjust, harmony, messages, sampling, tool_choice
 from .chat_prompt import ChatPrompt, chat_prompt, reasoning_ended, tool_output_is_guided_json
 from .request import base_id, check_common, check_logprobs, generate_request
 
@@ -51,7 +51,7 @@ def _adjust_chat(
     forced = tool_choice.forced_schema(choice, tools, req.parallel_tool_calls)
     if forced is not None and tool_output_is_guided_json(bundle, settings):
         update.update(structured_outputs={"json": forced}, response_format=None)
-    if settings.reasoning_parser or (settings.tool_call_parser and tools and choice != "none"):
+    if adjust.keeps_special_tokens(settings, tools, choice, harmony.uses_harmony(bundle.config)):
         update["skip_special_tokens"] = False
     if req.echo and req.prompt_logprobs is None and req.top_logprobs is not None:
         update["prompt_logprobs"] = req.top_logprobs
@@ -63,6 +63,8 @@ def _parse_context(
     tools: list[dict[str, Any]] | None,
     choice: str | dict[str, Any],
     prompt: ChatPrompt,
+    effective_kwargs: dict[str, Any],
+    harmony_model: bool,
 ) -> dict[str, Any]:
     """``parse_context`` (upstream shape; template kwargs include the generation-prompt flags)."""
     return {
@@ -70,11 +72,7 @@ def _parse_context(
         "tool_choice": choice,
         "parallel_tool_calls": req.parallel_tool_calls if req.parallel_tool_calls is not None else True,
         "include_reasoning": req.include_reasoning,
-        "chat_template_kwargs": {
-            **prompt.template_kwargs,
-            "add_generation_prompt": req.add_generation_prompt,
-            "continue_final_message": req.continue_final_message,
-        },
+        "chat_template_kwargs": {} if harmony_model else effective_kwargs,  # as vLLM
         "history_tool_call_cnt": prompt.history_tool_call_cnt,
     }
 
@@ -102,8 +100,8 @@ def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str,
     max_tokens = sampling.resolve_max_tokens(requested, len(prompt.token_ids), bundle)
     req = _adjust_chat(bundle, settings, req, choice, tools)
     sp = sampling.build(req, max_tokens=max_tokens, logprobs=top_logprobs, bundle=bundle, settings=settings)
-    parse_context = _parse_context(req, tools, choice, prompt)
-    ctk = parse_context["chat_template_kwargs"]
+    ctk = adjust.effective_template_kwargs(req, settings)
+    parse_context = _parse_context(req, tools, choice, prompt, ctk, harmony.uses_harmony(bundle.config))
     return generate_request(
         req,
         request_id=f"chatcmpl-{base_id(body)}",

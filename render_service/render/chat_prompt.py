@@ -16,7 +16,7 @@ from ..parsing import parser_for
 from ..protocol.chat import ChatCompletionRequest
 from ..settings import Settings
 from ..tokens import tokenization
-from . import messages
+from . import harmony, messages
 
 #: Template variables a request's ``chat_template_kwargs`` may not replace.
 RESERVED_TEMPLATE_KWARGS = frozenset(
@@ -168,13 +168,21 @@ def chat_prompt(
         InvalidRequest / TemplateRenderError: see :func:`render_chat`.
     """
     kwargs = template_kwargs(req, settings)
-    ct = _compiled(bundle, settings, req)
-    conv = conversation(ct, settings, req.messages)
+    ct: chat_template.CompiledTemplate | None = None
+    if harmony.uses_harmony(bundle.config):
+        conv = messages.Conversation([], harmony.tool_call_count(req.messages), [])
+    else:
+        ct = _compiled(bundle, settings, req)
+        conv = conversation(ct, settings, req.messages)
     forwarded = (req.kv_transfer_params or {}).get("prompt_token_ids")
     offsets = None
     if forwarded is not None:
         ids = check_ids(bundle, forwarded, "kv_transfer_params.prompt_token_ids")
+    elif harmony.uses_harmony(bundle.config):  # gpt-oss: harmony, not the Jinja template (as vLLM)
+        effort = settings.reasoning_effort_map.get(req.reasoning_effort or "", req.reasoning_effort)
+        ids = harmony.render_ids(req.messages, tools, reasoning_effort=effort, start_date=settings.system_start_date)
     else:
+        assert ct is not None
         add_gen = req.add_generation_prompt and not req.continue_final_message
         text = render_chat_text(
             ct,

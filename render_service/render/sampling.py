@@ -10,6 +10,11 @@ and ``get_max_tokens``, with three deliberate differences:
 * ``stop`` strings are left out (``"stop": []``) unless ``Settings.keep_stop_strings`` (tokens-only
   engines reject them; derender enforces them).
 
+Normalised as vLLM's ``SamplingParams`` (recorded in ``tests/goldens/render_*.json``): ``seed: -1``
+dropped, ``stop_token_ids`` / ``bad_words`` de-duplicated in order, greedy (``temperature`` 0)
+omits ``top_p``/``top_k``/``min_p``, ``prompt_logprobs`` kept when 0 and then
+``skip_reading_prefix_cache: true``.
+
 Serialisation follows the upstream capture (§10 obs. 1): float fields always, int/bool fields only
 when they differ from the ``SamplingParams`` struct default, ``max_tokens`` always.
 """
@@ -32,6 +37,9 @@ FLOAT_DEFAULTS = {
     "top_p": 1.0,
     "min_p": 0.0,
 }
+
+#: vLLM ``_SAMPLING_EPS``: a temperature below this is greedy sampling.
+GREEDY_EPSILON = 1e-5
 
 OUTPUT_KIND_DELTA = 1
 OUTPUT_KIND_FINAL_ONLY = 2
@@ -155,15 +163,21 @@ def build(
     }
     skip = req.skip_special_tokens if req.skip_special_tokens is not None else skip_special_tokens_default
     optional["skip_special_tokens"] = (skip, True)
+    if req.seed == -1:  # vLLM: seed -1 means "no seed"
+        optional["seed"] = (None, None)
     for name, (value, default) in optional.items():
         if value is not None and value != default:
             sp[name] = value
+    if sp["temperature"] < GREEDY_EPSILON:  # greedy: vLLM resets and omits top_p/top_k/min_p
+        for name in ("top_p", "top_k", "min_p"):
+            sp.pop(name, None)
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     sp["stop"] = stop if settings.keep_stop_strings else []
-    sp["stop_token_ids"] = list(req.stop_token_ids or [])
+    sp["stop_token_ids"] = list(dict.fromkeys(req.stop_token_ids or []))
     sp["max_tokens"] = max_tokens
     sp["output_kind"] = OUTPUT_KIND_DELTA if req.stream else OUTPUT_KIND_FINAL_ONLY
     sp["skip_clone"] = True
-    sp["bad_words"] = list(req.bad_words or [])
-    sp["skip_reading_prefix_cache"] = False
+    sp["bad_words"] = list(dict.fromkeys(req.bad_words or []))
+    # prompt logprobs need every prompt token computed: vLLM skips reading the prefix cache
+    sp["skip_reading_prefix_cache"] = req.prompt_logprobs is not None
     return sp
