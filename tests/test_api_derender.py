@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message, RawMessageStreamEvent
+from conftest import model_dir
 from derender_helpers import split
 from openai._types import omit
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 from test_e2e_families import tokenizer
-
-from conftest import model_dir
 
 ANTHROPIC_EVENT: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
 OPENAI_EVENT: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
@@ -112,7 +111,7 @@ def _responses_request(extra: dict[str, Any]) -> dict[str, Any]:
 
 def _chunkings(n: int, seed: int) -> list[list[int]]:
     rng = random.Random(seed)
-    return [[1] * n] + [[rng.randint(1, 7) for _ in range(n)] for _ in range(2)]
+    return [[1] * n, [rng.randint(1, 7) for _ in range(n)]]
 
 
 def _stream(
@@ -249,7 +248,7 @@ def test_responses_derender(serve, case):
 
 
 def _plain(value: Any) -> Any:
-    """A dumped SDK value without the ``parsed`` / ``parsed_arguments`` fields the SDK's parsing accumulator adds."""
+    """A dumped SDK value without the ``parsed`` / ``parsed_arguments`` fields its accumulator adds."""
     if hasattr(value, "model_dump"):
         value = value.model_dump()
     if isinstance(value, list):
