@@ -278,3 +278,23 @@ def test_missing_request_and_bad_state(serve):
             },
         )
         assert out.status_code == 400 and out.json()["error"]["param"] == "stream_state"
+
+
+def test_messages_stream_state_does_not_grow_with_the_output(serve):
+    """The Messages stream state holds block bookkeeping only: its size at token 80 of a long text
+    is its size at token 10, within a few bytes of counters."""
+    client = _client(serve, *QWEN3)
+    model = client.get("/v1/models").json()["data"][0]["id"]
+    request = {**_anthropic_request({}), "model": model}
+    text = "<think>\nok\n</think>\n\n" + " ".join(str(i * 7919 % 1000) for i in range(80))
+    ids = tokenizer(QWEN3[0]).encode(text, add_special_tokens=False)[:80]
+    sizes: list[int] = []
+    state = None
+    for tid in ids:
+        body: dict[str, Any] = {"model": model, "stream": True, "stream_state": state, "generate_chunk": {
+            "request_id": "r", "choices": [{"index": 0, "token_ids": [tid]}]}}
+        if state is None:
+            body.update({"messages_request": request, "prompt_token_ids": [1, 2, 3]})
+        state = client.post("/v1/messages/derender", json=body).json()["stream_state"]
+        sizes.append(len(state))
+    assert abs(sizes[-1] - sizes[10]) <= 16, sizes
