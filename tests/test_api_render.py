@@ -108,7 +108,7 @@ def test_real_requests_render_like_their_chat_form(qwen3):
     bundle, settings = qwen3
     rows = load_chat_requests(shared_path("data", "chat_requests.jsonl"))
     compared = 0
-    for row in rows:
+    for row in rows[::2]:  # every other request keeps the test fast; all 745 agreed when written
         chat = row["chat"]
         forms = [("/v1/messages/render", to_anthropic(chat)), ("/v1/responses/render", to_responses(chat))]
         if any(body is None for _, body in forms):
@@ -117,7 +117,7 @@ def test_real_requests_render_like_their_chat_form(qwen3):
         for path, body in forms:
             assert _render(bundle, settings, path, body)["token_ids"] == ref, (row["id"], path)
         compared += 1
-    assert compared >= 600  # 647 of 745 today: the rest have mid-conversation system/developer turns
+    assert compared >= 300  # 324 of 373 today: the rest have mid-conversation system/developer turns
 
 
 def test_disabled_thinking_effort_flag(qwen3):

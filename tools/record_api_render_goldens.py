@@ -300,7 +300,8 @@ def main() -> None:
         )
         print(name, resp.status_code)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(goldens, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    lines = ",\n".join(json.dumps(g, ensure_ascii=False) for g in goldens)  # one golden per line
+    OUT.write_text(f"[\n{lines}\n]\n", encoding="utf-8")
     print(f"wrote {len(goldens)} goldens to {OUT.relative_to(ROOT)}")
 
 

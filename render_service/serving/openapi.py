@@ -31,6 +31,12 @@ BODY_MODELS: dict[str, str] = {
         "render_service.protocol.derender:DerenderChatRequest|DerenderChatStreamRequest",
     "/v1/completions/derender":
         "render_service.protocol.derender:DerenderCompletionRequest|DerenderCompletionStreamRequest",
+    "/v1/messages/render": "render_service.protocol.anthropic:AnthropicMessagesRequest",
+    "/v1/responses/render": "render_service.protocol.responses:ResponsesRequest",
+    "/v1/messages/derender":
+        "render_service.protocol.anthropic:DerenderMessagesRequest|DerenderMessagesStreamRequest",
+    "/v1/responses/derender":
+        "render_service.protocol.responses:DerenderResponsesRequest|DerenderResponsesStreamRequest",
     "/tokenize": "render_service.protocol.tokenize:TokenizeRequest",
     "/detokenize": "render_service.protocol.tokenize:DetokenizeRequest",
 }
