@@ -298,3 +298,18 @@ def test_gateway_metrics(gateway, sdk):
                  'render_service_gateway_engine_call_seconds_count{mode="json",pool="prefill"}',
                  'render_service_gateway_engine_call_seconds_count{mode="stream",pool="decode"}'):
         assert name in text, name
+
+
+def test_short_load_run(gateway, engines):
+    """A few seconds of the loopback load test: concurrent streams, every 5th dropped by its client."""
+    from benchmarks.gateway_load import drive, streams_open
+
+    d_url, d_app = engines["decode"]
+    report = asyncio.run(drive(str(gateway.base_url), d_url, duration=1.5, concurrency=16, disconnect_every=5,
+                               messages=[{"role": "user", "content": "load, slow please"}]))
+    summary = report.summary()
+    assert summary["errors"] == 0, summary
+    assert summary["streams"] > 0 and summary["disconnects"] > 0
+    assert len(report.disconnect_freed_ms) == report.disconnects  # each dropped stream was aborted
+    assert _wait_for(lambda: not d_app.state.active)
+    assert _wait_for(lambda: streams_open(str(gateway.base_url)) == 0)

@@ -242,6 +242,16 @@ def create_engine_app(
         app.state.abort_pending.update(i for i in ids if i in app.state.active)
         return Response(status_code=200)
 
+    @app.get("/scripted/stats")
+    async def stats(id: str | None = None) -> Response:
+        """Counts for load tests (``active``: streams being sent); with ``id``: whether that
+        engine request is still streaming and whether it was aborted."""
+        out: dict[str, Any] = {"requests": len(app.state.request_ids), "active": len(app.state.active),
+                               "aborts": len(app.state.aborts), "cancelled": len(app.state.cancelled)}
+        if id is not None:
+            out |= {"id_active": id in app.state.active, "id_aborted": id in app.state.aborts}
+        return Response(orjson.dumps(out), media_type="application/json")
+
     app.add_api_route("/inference/v1/abort_requests", abort_requests, methods=["POST"])
     app.add_api_route("/abort_requests", abort_requests, methods=["POST"])
     return app

@@ -108,8 +108,9 @@ class EngineStream:
     closed: bool = False
     ended: bool = False
 
-    async def events(self) -> AsyncIterator[bytes]:
-        """The ``data:`` payloads of the SSE stream, up to (not including) ``[DONE]``.
+    async def events(self) -> AsyncIterator[list[bytes]]:
+        """The ``data:`` payloads of the SSE stream, up to (not including) ``[DONE]``, in batches:
+        every complete event of one network read (so the client gets them in one write).
 
         Raises:
             EngineTimeout: a gap between events longer than ``--engine-timeout``.
@@ -119,19 +120,23 @@ class EngineStream:
         try:
             async for piece in self.response.aiter_raw():
                 buffer += piece
-                while True:
-                    end = buffer.find(b"\n\n")
-                    if end < 0:
+                end = buffer.rfind(b"\n\n")
+                if end < 0:
+                    continue
+                complete, buffer = buffer[:end], buffer[end + 2 :]
+                batch = []
+                for line in complete.split(b"\n"):
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        self.ended = True
                         break
-                    block, buffer = buffer[:end], buffer[end + 2 :]
-                    for line in block.split(b"\n"):
-                        if not line.startswith(b"data:"):
-                            continue
-                        data = line[5:].strip()
-                        if data == b"[DONE]":
-                            self.ended = True
-                            return
-                        yield data
+                    batch.append(data)
+                if batch:
+                    yield batch
+                if self.ended:
+                    return
         except httpx.TimeoutException:
             metrics.ENGINE_ERRORS.labels(self.pool.name, "timeout").inc()
             raise EngineTimeout(f"engine {self.url} sent nothing for too long (--engine-timeout)") from None

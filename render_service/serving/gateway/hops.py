@@ -163,6 +163,7 @@ class GatewayStream:
         self.include_usage = include_usage
         self._tasks: list[asyncio.Task[None]] = []
         self._agen: AsyncIterator[bytes] | None = None
+        self._open = False
 
     async def open(self) -> None:
         """Prefill and open every leg's decode stream (errors here are plain HTTP errors)."""
@@ -171,6 +172,8 @@ class GatewayStream:
             body = await decode_body(self.engines, leg)
             leg.stream = await self.engines.open_stream(self.engines.decode, body, leg.request_id)
 
+        metrics.STREAMS.inc()
+        self._open = True
         try:
             await asyncio.gather(*(one(leg) for leg in self.legs))
         except BaseException:
@@ -182,7 +185,7 @@ class GatewayStream:
         self._agen = self._events()
         return self._agen
 
-    async def _source(self) -> AsyncIterator[tuple[Leg, bytes]]:
+    async def _source(self) -> AsyncIterator[tuple[Leg, list[bytes]]]:
         if len(self.legs) == 1:
             leg = self.legs[0]
             assert leg.stream is not None
@@ -195,7 +198,7 @@ class GatewayStream:
             finally:
                 await agen.aclose()  # type: ignore[attr-defined]
             return
-        queue: asyncio.Queue[tuple[Leg, bytes] | tuple[Leg, BaseException] | None] = asyncio.Queue(64)
+        queue: asyncio.Queue[tuple[Leg, list[bytes]] | tuple[Leg, BaseException] | None] = asyncio.Queue(64)
 
         async def pump(leg: Leg) -> None:
             assert leg.stream is not None
@@ -221,19 +224,26 @@ class GatewayStream:
 
     async def _events(self) -> AsyncIterator[bytes]:
         last: float | None = None
+        ttft, itl = metrics.TTFT.labels(self.endpoint), metrics.ITL.labels(self.endpoint)
         try:
-            async for leg, data in self._source():
-                chunk = self._step(leg, data)
-                if chunk is None:
-                    continue
-                now = time.perf_counter()
-                if chunk["choices"]:
-                    if last is None:
-                        metrics.TTFT.labels(self.endpoint).observe(now - self.arrived)
-                    else:
-                        metrics.ITL.labels(self.endpoint).observe(now - last)
-                    last = now
-                yield sse(chunk)
+            async for leg, batch in self._source():
+                out = []
+                for data in batch:
+                    chunk = self._step(leg, data)
+                    if chunk is None:
+                        continue
+                    if chunk["choices"]:
+                        now = time.perf_counter()
+                        if last is None:
+                            ttft.observe(now - self.arrived)
+                        else:
+                            itl.observe(now - last)
+                        last = now
+                    out.append(sse(chunk))
+                    if leg.stopped:
+                        break
+                if out:
+                    yield b"".join(out)
             if self.include_usage:
                 yield sse(self._usage_chunk())
         except RenderServiceError as exc:
@@ -290,6 +300,9 @@ class GatewayStream:
 
     async def close(self, disconnected: bool, error: bool = False) -> None:
         """Stop reading; abort what the engines still generate; release connections and state."""
+        if self._open:
+            self._open = False
+            metrics.STREAMS.dec()
         for task in self._tasks:
             task.cancel()
         if self._agen is not None:

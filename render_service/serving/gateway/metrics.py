@@ -6,12 +6,13 @@
 * ``engine_call_seconds{pool,mode}``: one engine call (``mode`` ``json`` or ``stream``), start to end.
 * ``engine_errors_total{pool,kind}``: ``unreachable``, ``timeout``, ``rejected`` (4xx), ``failed``
   (5xx, bad answer), ``stream`` (broken or error event mid-stream), ``abort`` (abort call failed).
-* ``engine_aborts_total{pool,reason}``: ``stop_string`` or ``client_disconnect``.
+* ``engine_aborts_total{pool,reason}``: ``stop_string``, ``client_disconnect`` or ``error``.
+* ``streams_open``: client streams whose in-memory state is alive (sum over processes).
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from ..metrics import LATENCY_BUCKETS, PREFIX
 
@@ -27,3 +28,5 @@ ENGINE_CALL = Histogram(GATEWAY + "engine_call_seconds", "Duration of one engine
 ENGINE_ERRORS = Counter(GATEWAY + "engine_errors", "Failed engine calls, by pool and kind.", ["pool", "kind"])
 ABORTS = Counter(GATEWAY + "engine_aborts", "Engine requests aborted, by pool and reason.",
                  ["pool", "reason"])
+STREAMS = Gauge(GATEWAY + "streams_open", "Client streams holding in-memory derender state.",
+                multiprocess_mode="livesum")
