@@ -77,7 +77,7 @@ def _loopback(url: str) -> None:
 
 
 async def _one_stream(client: httpx.AsyncClient, rep: Report, n: int, disconnect: bool,
-                      engine_url: str, messages: list[dict[str, Any]]) -> None:
+                      probe: httpx.AsyncClient, messages: list[dict[str, Any]]) -> None:
     rid = f"load-{os.getpid()}-{n}"
     body = {"messages": messages, "stream": True, "max_tokens": 64}
     try:
@@ -107,15 +107,14 @@ async def _one_stream(client: httpx.AsyncClient, rep: Report, n: int, disconnect
         if disconnect:  # the response is closed: how soon does the engine stop streaming it?
             start = time.perf_counter()
             engine_id = f"generate-tokens-chatcmpl-{rid}"
-            async with httpx.AsyncClient(base_url=engine_url) as probe:
-                while True:
-                    stats = (await probe.get("/scripted/stats", params={"id": engine_id})).json()
-                    if stats["id_aborted"] or not stats["id_active"]:
-                        break
-                    if time.perf_counter() - start > 10:
-                        rep.errors["disconnect_not_freed"] += 1
-                        return
-                    await asyncio.sleep(0.005)
+            while True:
+                stats = (await probe.get("/scripted/stats", params={"id": engine_id})).json()
+                if stats["id_aborted"] or not stats["id_active"]:
+                    break
+                if time.perf_counter() - start > 10:
+                    rep.errors["disconnect_not_freed"] += 1
+                    return
+                await asyncio.sleep(0.005)
             rep.disconnect_freed_ms.append(round((time.perf_counter() - start) * 1000, 1))
             return
         rep.streams += 1
@@ -138,13 +137,14 @@ async def drive(gateway_url: str, engine_url: str, *, duration: float, concurren
     deadline = time.monotonic() + duration
     counter = iter(range(10**9))
     limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency + 8)
-    async with httpx.AsyncClient(base_url=gateway_url, limits=limits, timeout=60) as client:
+    async with httpx.AsyncClient(base_url=gateway_url, limits=limits, timeout=60) as client, \
+            httpx.AsyncClient(base_url=engine_url, timeout=30) as probe:
 
         async def worker() -> None:
             while time.monotonic() < deadline:
                 n = next(counter)
                 disconnect = disconnect_every > 0 and n % disconnect_every == disconnect_every - 1
-                await _one_stream(client, rep, n, disconnect, engine_url, messages or MESSAGES)
+                await _one_stream(client, rep, n, disconnect, probe, messages or MESSAGES)
 
         async def sample() -> None:
             proc = psutil.Process(server_pid) if server_pid else None

@@ -15,6 +15,9 @@ Sections (``--only`` takes a comma list; default all):
                 start-up (≤ 3 s), render throughput for chat_9k / short chats, peak RSS per process
                 (≤ 300 MB), N-worker / 1-worker throughput (2 workers ≥ 1.7×).
 * ``gil``       whether HF and tiktoken encode release the GIL (stall of a spinning Python thread).
+* ``gateway``   gateway mode (``serve --engine-url`` in front of a scripted engine): server CPU per
+                streamed token against one batch derender of the same output (goal ≤ 3×), against
+                the same request as JSON and against the per-chunk HTTP derender path.
 * ``peer``      with ``PEER_URL`` set: the same render/derender requests to that server; peer/ours ratio.
 
 Rows whose code is not written yet (``NotImplementedError``) print ``skip`` with the reason.
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import http_servers, inproc, stream
+from . import gateway_cpu, http_servers, inproc, stream
 from .data import shared_dir
 from .table import Results, render_table
 
@@ -44,6 +47,7 @@ SECTIONS: dict[str, Callable[[Results, Any], None]] = {
     "body": stream.body_size,
     "http": http_servers.workers,
     "gil": inproc.gil,
+    "gateway": gateway_cpu.gateway,
     "peer": http_servers.peer,
 }
 
