@@ -51,7 +51,7 @@ def _stream_tokens(url: str, body: dict[str, Any]) -> int:
 
 def gateway(res: Results, ctx: Any) -> None:
     quick = ctx.repeat <= 3
-    text = "<think>\n" + SENTENCE * (12 if quick else 60) + TAIL
+    text = "<think>\n" + SENTENCE * (4 if quick else 60) + TAIL
     ids = ctx.bundle.tokenizer.encode(text, add_special_tokens=False)
     port = _free_port()
     engine_url = f"http://127.0.0.1:{port}"
