@@ -84,7 +84,7 @@ class Settings:
         engine_timeout: seconds an engine may stay silent (answer, or the gap between stream
             events) before a 504 (``--engine-timeout``).
         engine_connect_timeout: seconds to connect to an engine (``--engine-connect-timeout``).
-        engine_max_connections: pooled connections per engine (``--engine-max-connections``).
+        engine_max_connections: kept-alive connections of the engine client (``--engine-max-connections``).
     """
 
     model: str | None = None

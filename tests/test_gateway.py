@@ -48,6 +48,8 @@ def _script(tok):
 
     def script(request):
         prompt = tok.decode(request["token_ids"][-30:])
+        if "explode" in prompt:
+            raise RuntimeError("scripted engine failure")  # the engine answers 500
         key = next((k for k in answers if k in prompt), None)
         return [tok.encode(answers[key] if key else TEXT, add_special_tokens=False)]
 
@@ -313,3 +315,12 @@ def test_short_load_run(gateway, engines):
     assert len(report.disconnect_freed_ms) == report.disconnects  # each dropped stream was aborted
     assert _wait_for(lambda: not d_app.state.active)
     assert _wait_for(lambda: streams_open(str(gateway.base_url)) == 0)
+
+
+def test_engine_failure_is_a_502_for_the_sdk(sdk):
+    msgs = [{"role": "user", "content": "please explode"}]
+    for stream in (False, True):
+        with pytest.raises(openai.APIStatusError) as err:
+            sdk.chat.completions.create(model="Qwen/Qwen3-0.6B", messages=msgs, stream=stream)
+        assert err.value.status_code == 502
+        assert err.value.body["type"] == "BadGatewayError" and "answered 500" in err.value.body["message"]

@@ -98,7 +98,7 @@ def add_gateway_flags(serve: argparse.ArgumentParser) -> None:
                        help="seconds an engine may stay silent before a 504")
     serve.add_argument("--engine-connect-timeout", type=float, default=d.engine_connect_timeout)
     serve.add_argument("--engine-max-connections", type=int, default=d.engine_max_connections,
-                       help="pooled connections per engine")
+                       help="kept-alive connections in the engine client pool")
 
 
 #: dest -> extra environment variable names read (after ``RENDER_SERVICE_<DEST>``).
