@@ -324,3 +324,18 @@ def test_engine_failure_is_a_502_for_the_sdk(sdk):
             sdk.chat.completions.create(model="Qwen/Qwen3-0.6B", messages=msgs, stream=stream)
         assert err.value.status_code == 502
         assert err.value.body["type"] == "BadGatewayError" and "answered 500" in err.value.body["message"]
+
+
+def test_logprobs_equal_by_hand(gateway, engines, sdk):
+    msgs = [{"role": "user", "content": "Say something"}]
+    chat = {"model": "Qwen/Qwen3-0.6B", "messages": msgs, "logprobs": True, "top_logprobs": 2}
+    got = sdk.chat.completions.create(model=chat["model"], messages=msgs, logprobs=True, top_logprobs=2)
+    want = by_hand(gateway, engines, chat, stream=False)["choices"][0]["logprobs"]["content"]
+    lp = got.choices[0].logprobs.content
+    assert [(t.token, t.logprob, [a.token for a in t.top_logprobs]) for t in lp] == [
+        (t["token"], t["logprob"], [a["token"] for a in t["top_logprobs"]]) for t in want]
+    assert len(lp) > 10 and all(len(t.top_logprobs) == 2 for t in lp)
+    stream = sdk.chat.completions.create(model=chat["model"], messages=msgs, logprobs=True, top_logprobs=2,
+                                         stream=True)
+    streamed = [t.token for c in stream for ch in c.choices if ch.logprobs for t in ch.logprobs.content]
+    assert streamed == [t.token for t in lp]
