@@ -18,6 +18,9 @@ Sections (``--only`` takes a comma list; default all):
 * ``hotpaths``  server CPU over HTTP: chat_9k render (ours; vllm-rs with ``RS_URL``; vllm with
                 ``PEER_URL``), later chunk vs a bare route (≤ 1.3×), per-token CPU at 1/4/16 tokens
                 per chunk at output positions 20 and 1,000 (:mod:`benchmarks.hotpaths`).
+* ``gateway``   gateway mode (``serve --engine-url`` in front of a scripted engine): server CPU per
+                streamed token against one batch derender of the same output (goal ≤ 3×), against
+                the same request as JSON and against the per-chunk HTTP derender path.
 * ``peer``      with ``PEER_URL`` set: the same render/derender requests to that server; peer/ours ratio.
 
 Rows whose code is not written yet (``NotImplementedError``) print ``skip`` with the reason.
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import hotpaths, http_servers, inproc, stream
+from . import gateway_cpu, hotpaths, http_servers, inproc, stream
 from .data import shared_dir
 from .table import Results, render_table
 
@@ -47,6 +50,7 @@ SECTIONS: dict[str, Callable[[Results, Any], None]] = {
     "body": stream.body_size,
     "http": http_servers.workers,
     "gil": inproc.gil,
+    "gateway": gateway_cpu.gateway,
     "peer": http_servers.peer,
     "hotpaths": hotpaths.hotpaths,
 }

@@ -83,6 +83,14 @@ class Settings:
         log_format: ``"json"`` (one object per line) or ``"text"`` (``--log-format``).
         timeout_keep_alive: seconds an idle keep-alive connection is held open
             (``--timeout-keep-alive``); keep it above the load balancer's idle timeout.
+        engine_urls: tokens-only decode engines (``--engine-url``, repeatable); set, the server
+            is also a gateway serving ``/v1/chat/completions`` and ``/v1/completions``.
+        prefill_urls: prefill engines (``--prefill-url``); set, each request is prefilled there
+            first (vLLM P/D handshake via ``kv_transfer_params``).
+        engine_timeout: seconds an engine may stay silent (answer, or the gap between stream
+            events) before a 504 (``--engine-timeout``).
+        engine_connect_timeout: seconds to connect to an engine (``--engine-connect-timeout``).
+        engine_max_connections: kept-alive connections of the engine client (``--engine-max-connections``).
     """
 
     model: str | None = None
@@ -134,6 +142,13 @@ class Settings:
     tokenizer_revision: str | None = None
     #: ``--cohere-format``: echoed as ``cohere_format`` in the template kwargs (vLLM default cmd4).
     cohere_format: str | None = "cmd4"
+
+    # gateway (serving/gateway/)
+    engine_urls: tuple[str, ...] = ()
+    prefill_urls: tuple[str, ...] = ()
+    engine_timeout: float = 600.0
+    engine_connect_timeout: float = 5.0
+    engine_max_connections: int = 1024
 
     @property
     def model_path(self) -> str:

@@ -44,6 +44,7 @@ from ..protocol.derender import (
 )
 from ..settings import Settings
 from .flow import (
+    LiveStream,
     chat_lp_limit,
     check_choice,
     check_len,
@@ -198,3 +199,25 @@ def _chat_stream(bundle: ModelBundle, settings: Settings, req: DerenderChatStrea
         object_name="chat.completion.chunk", shape=_delta_choice,
         extra={"prompt_token_ids": None, "prompt_text": None},
     )
+
+
+def open_chat_stream(
+    bundle: ModelBundle, settings: Settings, chat_request: Any, prompt_token_ids: list[int], rid: str
+) -> LiveStream:
+    """An in-memory chat stream (:class:`~render_service.derender.flow.LiveStream`) for one
+    rendered request: what the first streaming derender call would open, kept as live state.
+
+    ``chat_request`` is the OpenAI chat request (dict), ``prompt_token_ids`` the rendered prompt,
+    ``rid`` the id of the chunks (and the seed of tool-call ids).
+
+    Raises:
+        UnknownModel: ``model`` is not served. ValidationError: a malformed request.
+    """
+    chat = ChatRequestFields.model_validate(chat_request)
+    name = check_model(bundle, chat.model)
+    pipe = pipeline_for(bundle, settings)
+    check_len(bundle, settings, "prompt_token_ids", prompt_token_ids)
+    start = initial_state(pipe, settings, rid=rid, model=name, opts=chat, prompt_ids=prompt_token_ids,
+                          lp_limit=chat_lp_limit(chat))
+    return LiveStream(bundle, settings, pipe, start, "chat.completion.chunk", _delta_choice,
+                      {"prompt_token_ids": None, "prompt_text": None})

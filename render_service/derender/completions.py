@@ -23,6 +23,7 @@ from ..protocol.derender import (
 from ..settings import Settings
 from . import logprobs
 from .flow import (
+    LiveStream,
     check_choice,
     check_len,
     initial_state,
@@ -148,3 +149,21 @@ def derender_completion(bundle: ModelBundle, settings: Settings, body: Any) -> d
     if is_stream(body):
         return completion_stream(bundle, settings, DerenderCompletionStreamRequest.model_validate(body))
     return completion_batch(bundle, settings, DerenderCompletionRequest.model_validate(body))
+
+
+def open_completion_stream(
+    bundle: ModelBundle, settings: Settings, completion_request: Any, prompt_token_ids: list[int], rid: str
+) -> LiveStream:
+    """An in-memory completions stream (:class:`~render_service.derender.flow.LiveStream`) for
+    one rendered prompt (no parsing); arguments as :func:`~render_service.derender.chat.open_chat_stream`.
+
+    Raises:
+        UnknownModel: ``model`` is not served. ValidationError: a malformed request.
+    """
+    opts = CompletionRequestFields.model_validate(completion_request)
+    name = check_model(bundle, opts.model)
+    pipe = _plain(pipeline_for(bundle, settings))
+    check_len(bundle, settings, "prompt_token_ids", prompt_token_ids)
+    start = initial_state(pipe, settings, rid=rid, model=name, opts=opts, prompt_ids=prompt_token_ids,
+                          lp_limit=_completion_lp_limit(opts))
+    return LiveStream(bundle, settings, pipe, start, "text_completion", _stream_choice, {})

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidRequest, InvalidStreamState, RenderServiceError
@@ -244,6 +245,29 @@ def _open_state(
     )
 
 
+def stream_chunk(
+    state: StreamState,
+    gen: GenerateTokensStreamResponse,
+    prompt_tokens: int | None,
+    object_name: str,
+    choices: list[dict[str, Any]],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """The OpenAI stream chunk of one step (``extra`` holds endpoint-specific top-level keys)."""
+    return {
+        "id": state.rid,
+        "object": object_name,
+        "created": state.created,
+        "model": state.model,
+        "choices": choices,
+        "usage": _stream_usage(prompt_tokens, state, gen.usage),
+        "system_fingerprint": None,
+        **extra,
+        "metrics": gen.metrics,
+        "kv_transfer_params": gen.kv_transfer_params,
+    }
+
+
 def _stream_reply(
     pipe: Pipeline,
     req: Any,
@@ -253,23 +277,9 @@ def _stream_reply(
     choices: list[dict[str, Any]],
     extra: dict[str, Any],
 ) -> dict[str, Any]:
-    """The streaming response ``{"chunk", "stream_state", "stop_generation"}``; ``extra`` holds
-    endpoint-specific top-level chunk keys."""
-    gen = req.generate_chunk
-    chunk = {
-        "id": state.rid,
-        "object": object_name,
-        "created": state.created,
-        "model": state.model,
-        "choices": choices,
-        "usage": _stream_usage(req.prompt_tokens, state, gen.usage),
-        "system_fingerprint": None,
-        **extra,
-        "metrics": gen.metrics,
-        "kv_transfer_params": gen.kv_transfer_params,
-    }
+    """The streaming response ``{"chunk", "stream_state", "stop_generation"}``."""
     return {
-        "chunk": chunk,
+        "chunk": stream_chunk(state, req.generate_chunk, req.prompt_tokens, object_name, choices, extra),
         "stream_state": encode_state(state, pipe.state_keys),
         "stop_generation": bool(out and out.stop_generation),
     }
@@ -318,3 +328,44 @@ def run_stream(
                               resumed=req.stream_state is not None)
     choices = [] if out is None else [shape(out, req.generate_chunk.choices[0], state)]
     return _stream_reply(pipe, req, state, out, object_name, choices, extra)
+
+
+@dataclass(slots=True)
+class LiveStream:
+    """The derender side of one streamed engine request, held in memory for the stream's life
+    (the gateway): one :class:`StreamState` per choice index, advanced one engine event at a
+    time by the same step as :func:`run_stream`, with nothing encoded or signed between events.
+
+    ``start`` is the state before any output (:func:`initial_state`); ``shape`` and ``extra`` as
+    in :func:`run_stream`. Memory: the states of ``n`` choices, dropped with the object.
+    """
+
+    bundle: ModelBundle
+    settings: Settings
+    pipe: Pipeline
+    start: StreamState
+    object_name: str
+    shape: ChoiceShape
+    extra: dict[str, Any]
+    states: dict[int, StreamState] = field(default_factory=dict)
+
+    def step(self, event: GenerateTokensStreamResponse) -> tuple[dict[str, Any], bool]:
+        """One engine event (at most one choice) → ``(OpenAI chunk, stop_generation)``.
+
+        ``stop_generation`` is true on the step where a stop string ended that choice.
+
+        Raises:
+            InvalidRequest: more than one choice in the event, token lists over ``max_model_len``.
+        """
+        index = event.choices[0].index if event.choices else None
+        state = self.start if index is None else self.states.get(index, self.start)
+        out, state = _advance_chunk(self.bundle, self.settings, self.pipe, state, event)
+        choices = [] if out is None else [self.shape(out, event.choices[0], state)]
+        if index is not None:
+            self.states[index] = state
+        chunk = stream_chunk(state, event, None, self.object_name, choices, self.extra)
+        return chunk, bool(out and out.stop_generation)
+
+    def finished(self, n: int) -> bool:
+        """Whether all ``n`` choices have ended (finish reason or stop string)."""
+        return all(self.states.get(i) is not None and self.states[i].done for i in range(n))

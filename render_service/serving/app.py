@@ -188,6 +188,16 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
     post("/tokenize", render.tokenize)
     post("/detokenize", render.detokenize)
 
+    if settings.engine_urls:  # gateway mode: OpenAI endpoints over tokens-only engines (README "Gateway")
+        from .gateway import install_gateway
+
+        async def read_bounded(request: Request) -> Any:
+            body = await read_json(request)
+            check_body(body, limits)
+            return body
+
+        install_gateway(app, settings, read_bounded, json_response)
+
     @app.get("/health")
     async def health() -> Response:
         """Liveness: 200 while the process serves HTTP at all."""

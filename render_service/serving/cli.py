@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="default sampling_params.stream_interval (engine sends a chunk every N "
                        "tokens) for requests that do not set stream_interval")
     add_ops_flags(serve)
+    add_gateway_flags(serve)
     apply_env_defaults(serve)
     health = sub.add_parser("health", help="probe the local server's /health (container HEALTHCHECK)")
     health.add_argument("--url", default=None,
@@ -95,6 +96,20 @@ def add_ops_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--log-format", choices=("json", "text"), default=d.log_format)
     serve.add_argument("--timeout-keep-alive", type=int, default=d.timeout_keep_alive,
                        help="idle keep-alive seconds; set above the load balancer's idle timeout")
+
+
+def add_gateway_flags(serve: argparse.ArgumentParser) -> None:
+    """Gateway mode (see the README, Gateway): engines behind ``/v1/chat/completions``."""
+    d = Settings()
+    serve.add_argument("--engine-url", action="append", default=None,
+                       help="tokens-only (decode) engine base URL; repeat to balance; enables the gateway")
+    serve.add_argument("--prefill-url", action="append", default=None,
+                       help="prefill engine base URL (repeatable): P/D disaggregation")
+    serve.add_argument("--engine-timeout", type=float, default=d.engine_timeout,
+                       help="seconds an engine may stay silent before a 504")
+    serve.add_argument("--engine-connect-timeout", type=float, default=d.engine_connect_timeout)
+    serve.add_argument("--engine-max-connections", type=int, default=d.engine_max_connections,
+                       help="kept-alive connections in the engine client pool")
 
 
 #: dest -> extra environment variable names read (after ``RENDER_SERVICE_<DEST>``).
@@ -192,6 +207,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         shutdown_delay=args.shutdown_delay,
         log_format=args.log_format,
         timeout_keep_alive=args.timeout_keep_alive,
+        engine_urls=tuple(u.rstrip("/") for u in args.engine_url or ()),
+        prefill_urls=tuple(u.rstrip("/") for u in args.prefill_url or ()),
+        engine_timeout=args.engine_timeout,
+        engine_connect_timeout=args.engine_connect_timeout,
+        engine_max_connections=args.engine_max_connections,
     )
 
 
@@ -278,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return healthcheck.main(parser, args.url, args.timeout)
     if args.enable_auto_tool_choice and not args.tool_call_parser:
         raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
+    if args.prefill_url and not args.engine_url:
+        raise SystemExit("--prefill-url requires --engine-url (the decode engines)")
     check_parser_names(args.reasoning_parser, args.tool_call_parser)
     check_response_template(args.model_flag or args.model, (args.reasoning_parser, args.tool_call_parser))
     from .logging_setup import configure_logging
