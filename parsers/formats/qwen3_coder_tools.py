@@ -38,3 +38,9 @@ STEP5 = xml_spec("step5", ("<tool_call>",), qwen3_tags(), bare=("<function=",), 
 MIMO = xml_spec(
     "mimo", ("<tool_call>",), replace(qwen3_tags(), trim_newline=False), bare=("<function=",), typed=False
 )
+#: SGLang's ``qwen3_coder`` behaviour (alias ``nanbeige``): the whitespace between two call blocks
+#: is content, and calls to undeclared tools are dropped.
+SGLANG = replace(
+    xml_spec("qwen3_coder", ("<tool_call>",), qwen3_tags(), bare=("<function=",), keep_between=True),
+    drop_unknown_tools=True,
+)
