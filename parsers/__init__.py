@@ -8,6 +8,7 @@ To add a family: write ``parsers/formats/<family>_reasoning.py`` or ``<family>_t
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,9 @@ __all__ = [
     "get_parser",
     "get_spec",
     "TEMPLATE_PARSERS",
+    "REASONING_ALIASES",
+    "SGLANG_TOOL_ALIASES",
+    "DYNAMO_TOOL_ALIASES",
     "Parser",
     "FormatSpec",
     "Transition",
@@ -35,6 +39,9 @@ __all__ = [
 
 #: Names whose format the model folder describes (``response_template`` metadata).
 _TEMPLATE = "parsers.formats.response_template:build"
+
+#: Suffix of a registry entry: SGLang's behaviour over the entry's spec (undeclared tools dropped).
+_SGLANG = "+sglang"
 
 _REASONING: dict[str, str] = {
     "deepseek_r1": "parsers.formats.deepseek_r1_reasoning:SPEC",
@@ -147,10 +154,72 @@ _TOOL: dict[str, str] = {
     "step5": "parsers.formats.qwen3_coder_tools:STEP5",
 }
 
+#: SGLang's and the Rust gateways' (sgl-model-gateway, NVIDIA Dynamo) names for the same formats,
+#: so a deployment keeps its flags. Reasoning aliases behave as their target.
+REASONING_ALIASES: dict[str, str] = {
+    "deepseek-r1": "deepseek_r1",
+    "deepseek-v3": "deepseek_v3",
+    "deepseek-v4": "deepseek_v4",
+    "deepseek-v41": "deepseek_v41",
+    "gigachat35": "deepseek_r1",  # SGLang: the R1 detector
+    "gpt_oss": "openai_gptoss",  # Dynamo
+    "hunyuan": "hunyuan_a13b",
+    "minimax": "minimax_m2",
+    "minimax-append-think": "minimax_m2_append_think",
+    "minimax_append_think": "minimax_m2_append_think",  # Dynamo
+    "minimax-m3": "minimax_m3",
+    "nemotron_3": "nemotron_v3",
+    "nemotron3": "nemotron_v3",  # Dynamo
+    "nemotron_nano": "nemotron_v3",  # Dynamo
+    "response_template": "hf",
+}
+#: Tool-call aliases with their target; the SGLang and sgl-model-gateway names follow SGLang's
+#: behaviour (calls to undeclared tools dropped: ``FormatSpec.drop_unknown_tools``), the Dynamo
+#: names the target's (vLLM) behaviour.
+SGLANG_TOOL_ALIASES: dict[str, str] = {
+    "apertus2509": "apertus",
+    "deepseekv3": "deepseek_v3",
+    "deepseekv31": "deepseek_v31",
+    "deepseekv32": "deepseek_v32",
+    "deepseekv4": "deepseek_v4",
+    "deepseekv41": "deepseek_v41",
+    "glm": "glm45",
+    "hunyuan": "hunyuan_a13b",
+    "llama3": "llama3_json",
+    "minimax-m2": "minimax_m2",
+    "minimax-m3": "minimax_m3",
+    "qwen": "hermes",
+    "qwen25": "hermes",  # Dynamo's qwen25 is hermes too; SGLang's behaviour wins
+    "response_template": "hf",
+    # sgl-model-gateway (Rust)
+    "deepseek": "deepseek_v3",
+    "glm4_moe": "glm45",
+    "glm47_moe": "glm47",
+    "kimik2": "kimi_k2",
+    "llama": "llama3_json",
+}
+DYNAMO_TOOL_ALIASES: dict[str, str] = {
+    "deepseek_v3_1": "deepseek_v31",
+    "deepseek_v3_2": "deepseek_v32",
+    "deepseek-v4": "deepseek_v4",
+    "gemma-4": "gemma4",
+    "harmony": "openai",
+    "gpt-oss": "openai",  # SGLang too; kept as the one combined Harmony spec (the same object as
+    # the reasoning side, so reasoning and calls parse in one pass)
+    "nemotron_nano": "qwen3_coder",
+    "phi4": "phi4_mini_json",
+}
+_REASONING |= {alias: _REASONING[target] for alias, target in REASONING_ALIASES.items()}
+_REASONING["qwen3-thinking"] = "parsers.formats.qwen3_reasoning:THINKING"  # SGLang: forced reasoning
+_REASONING["kimi"] = "parsers.formats.kimi_k2_reasoning:KIMI"  # SGLang: ◁think▷ markers
+_TOOL |= {alias: _TOOL[target] for alias, target in DYNAMO_TOOL_ALIASES.items()}
+_TOOL |= {alias: _TOOL[target] + _SGLANG for alias, target in SGLANG_TOOL_ALIASES.items()}
+_TOOL["nanbeige"] = "parsers.formats.qwen3_coder_tools:SGLANG"  # SGLang's qwen3_coder behaviour
+
 REASONING_PARSERS: tuple[str, ...] = tuple(sorted(_REASONING))
 #: Names that build their format from the model's ``response_template`` metadata.
 TEMPLATE_PARSERS: frozenset[str] = frozenset(
-    n for t in (_REASONING, _TOOL) for n, v in t.items() if v == _TEMPLATE
+    n for t in (_REASONING, _TOOL) for n, v in t.items() if v.removesuffix(_SGLANG) == _TEMPLATE
 )
 TOOL_PARSERS: tuple[str, ...] = tuple(sorted(_TOOL))
 
@@ -169,14 +238,27 @@ def get_spec(
     table = _REASONING if kind == "reasoning" else _TOOL
     if name not in table:
         raise ValueError(f"unknown {kind} parser {name!r}; known: {', '.join(sorted(table))}")
-    module, attr = table[name].split(":")
+    entry = table[name]
+    module, attr = entry.removesuffix(_SGLANG).split(":")
     value = getattr(importlib.import_module(module), attr)
-    if table[name] == _TEMPLATE:
-        built = value(kind, name, tokenizer_config)
-        assert built is None or isinstance(built, FormatSpec)
-        return built
-    assert isinstance(value, FormatSpec)
+    if entry.removesuffix(_SGLANG) == _TEMPLATE:
+        value = value(kind, name, tokenizer_config)
+    assert value is None or isinstance(value, FormatSpec)
+    if value is not None and entry.endswith(_SGLANG):
+        value = _sglang(value)
     return value
+
+
+_SGLANG_SPECS: dict[int, tuple[FormatSpec, FormatSpec]] = {}
+
+
+def _sglang(spec: FormatSpec) -> FormatSpec:
+    """SGLang's behaviour over ``spec`` (one object per spec): calls to undeclared tools are
+    dropped."""
+    hit = _SGLANG_SPECS.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        hit = _SGLANG_SPECS[id(spec)] = (spec, dataclasses.replace(spec, drop_unknown_tools=True))
+    return hit[1]
 
 
 def get_parser(

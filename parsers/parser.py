@@ -98,6 +98,9 @@ class Parser:
             forced = kind == "native" and ctx.tool_choice not in ("auto", None)
             mode = self.tool.forced_mode if forced and self.tool is not None else None
             st["t"] = machine.start(tspec, mode, options, context)
+            if kind == "native" and tspec.drop_unknown_tools:
+                st["kn"] = sorted({(t.get("function") or {}).get("name") or "" for t in ctx.tools or ()})
+                st["dr"] = []
         return st
 
     def reasoning_ended(self, state: Mapping[str, Any]) -> bool | None:
@@ -200,8 +203,28 @@ class Parser:
             events += machine.finish(tspec, st["t"])
         if st["tk"] == "none":
             events = [ev for ev in events if ev[0] in ("content", "reasoning")]
+        if "kn" in st:
+            events = _drop_unknown(st, events)
         call_id = self.tool.call_id if self.tool is not None and st["t"] is not None else None
         return _to_deltas(events, st["ir"], st["pt"], _ids(call_id, st.get("h", 0)))
+
+
+def _drop_unknown(st: dict[str, Any], events: list[Any]) -> list[Any]:
+    """Drop the calls to tools the request did not declare (``FormatSpec.drop_unknown_tools``,
+    SGLang's default) and renumber the later calls. ``st["dr"]`` lists the dropped indices (a
+    new list on change: states are copied one level deep)."""
+    out: list[Any] = []
+    for ev in events:
+        if ev[0] not in ("name", "args"):
+            out.append(ev)
+            continue
+        index = ev[1]
+        if ev[0] == "name" and ev[2] not in st["kn"] and index not in st["dr"]:
+            st["dr"] = [*st["dr"], index]
+        if index in st["dr"]:
+            continue
+        out.append((ev[0], index - sum(1 for d in st["dr"] if d < index), *ev[2:]))
+    return out
 
 
 def _copy_state(state: Mapping[str, Any]) -> dict[str, Any]:

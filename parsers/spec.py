@@ -197,6 +197,9 @@ class FormatSpec:
             ``strip_trailing_reasoning_whitespace``, e.g. ``\n</think>``).
         preamble: text sent as content once, before anything else of the output, even for
             an empty output (``minimax_m2_append_think`` prepends ``<think>``).
+        drop_unknown_tools: tool specs only: calls to tools the request did not declare are
+            dropped and later calls renumbered (SGLang's detectors validate names against
+            ``tools``; used by the SGLang aliases). Only the names are kept in the state.
     """
 
     name: str
@@ -228,6 +231,7 @@ class FormatSpec:
     reject_to_origin: bool = False
     strip_reasoning_tail: bool = False
     preamble: str = ""
+    drop_unknown_tools: bool = False
 
     def __post_init__(self) -> None:
         _check(self)

@@ -13,7 +13,7 @@ Wire format: ``[<think>]reasoning</think>content``; tool calls in a
 
 from __future__ import annotations
 
-from .think_factory import think_spec, thinking_switch
+from .think_factory import CONTENT_MODE, ignore_prompt, think_spec, thinking_switch
 
 SPEC = think_spec(
     "kimi_k2",
@@ -23,4 +23,10 @@ SPEC = think_spec(
     strip_reasoning_tail=True,
     choose_mode=thinking_switch(True),
     turn_boundaries=("<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>"),
+)
+
+#: ``kimi`` (SGLang's Kimi-VL / Kimi-1.5 detector, ``◁think▷reasoning◁/think▷content``): not
+#: forced, text before ``◁think▷`` is content.
+KIMI = think_spec(
+    "kimi", start="◁think▷", end="◁/think▷", reopen=True, choose_mode=ignore_prompt(CONTENT_MODE)
 )

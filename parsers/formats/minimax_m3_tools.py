@@ -10,9 +10,11 @@ Wire format: every structural tag is prefixed by the namespace ``]<]minimax[>[``
     NS</tool_call>
 
 * Each ``invoke`` is one call; parameters are elements named after the argument and nest: an
-  element holding child elements is an object, or a list when its children are ``item``
-  (repeated names collect into a list); leaf text is JSON-decoded when it parses (numbers,
-  booleans), else a string. Calls are emitted whole when the block closes.
+  element holding child elements is an object (repeated names collect into a list); leaf text
+  is JSON-decoded when it parses (numbers, booleans), else a string. Calls are emitted whole when the block closes.
+* Not modelled: vLLM turns an element into an array when the tool's schema says ``array``
+  (the chat template renders list items as ``<item>``); here it stays an object
+  (``{"item": ...}``, as vLLM without a schema).
 """
 
 from __future__ import annotations
@@ -67,8 +69,6 @@ def _elements(text: str, pos: int, depth: int) -> tuple[list[tuple[str, Any]], i
 
 
 def _group(children: list[tuple[str, Any]]) -> Any:
-    if children and all(n == "item" for n, _ in children):
-        return [v for _, v in children]
     obj: dict[str, Any] = {}
     for name, value in children:
         if name in obj:

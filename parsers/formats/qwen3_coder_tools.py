@@ -33,8 +33,12 @@ SPEC = xml_spec("qwen3_coder", ("<tool_call>",), qwen3_tags(), bare=("<function=
 #: ``step5`` (Step-5; vLLM 0.33 ``Step5ToolParser``): the same grammar with the content's
 #: whitespace kept when tools are called.
 STEP5 = xml_spec("step5", ("<tool_call>",), qwen3_tags(), bare=("<function=",), strip=False)
-#: ``mimo`` (Xiaomi MiMo; vLLM 0.33 ``MiMoToolParser``): the same grammar, but parameter values
-#: are verbatim strings (no newline trimming, no schema conversion).
-MIMO = xml_spec(
-    "mimo", ("<tool_call>",), replace(qwen3_tags(), trim_newline=False), bare=("<function=",), typed=False
+#: ``mimo`` (Xiaomi MiMo; vLLM 0.33 ``MiMoToolParser``): the same grammar, but string values are
+#: verbatim (the newlines around them kept; measured: ``"\\nParis\\n"``); schema types still apply.
+MIMO = xml_spec("mimo", ("<tool_call>",), replace(qwen3_tags(), trim_newline=False), bare=("<function=",))
+#: SGLang's ``qwen3_coder`` behaviour (alias ``nanbeige``): the whitespace between two call blocks
+#: is content, and calls to undeclared tools are dropped.
+SGLANG = replace(
+    xml_spec("qwen3_coder", ("<tool_call>",), qwen3_tags(), bare=("<function=",), keep_between=True),
+    drop_unknown_tools=True,
 )

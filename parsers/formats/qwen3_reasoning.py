@@ -15,6 +15,7 @@ Wire format: ``[<think>]reasoning</think>content``; the chat template usually pr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .think_factory import CONTENT_MODE, REASONING_MODE, prompt_decides, think_spec
@@ -32,3 +33,7 @@ SPEC = think_spec(
     choose_mode=prompt_decides(thinking_mode),
     turn_boundaries=("<|im_start|>", "<|im_end|>"),
 )
+
+#: ``qwen3-thinking`` (SGLang's name for Qwen3-Thinking-2507, ``force_reasoning``): reasoning from the
+#: first token whatever ``enable_thinking`` says (the prompt's current turn still decides).
+THINKING = replace(SPEC, name="qwen3-thinking", choose_mode=prompt_decides(REASONING_MODE))

@@ -43,7 +43,9 @@ EXAMPLE_CONFIG: Mapping[str, Any] = {
         "fields": {
             "thinking": {"open": "<think>", "close": "</think>"},
             "content": {},
-            "tool_calls": {"open": "<tool_call>", "close": "</tool_call>", "content": "json", "repeats": True},
+            "tool_calls": {
+                "open": "<tool_call>", "close": "</tool_call>", "content": "json", "repeats": True
+            },
         },
     }
 }

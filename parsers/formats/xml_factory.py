@@ -36,14 +36,18 @@ def xml_spec(
     guided_json: bool = False,
     typed: bool = True,
     drops: tuple[str, ...] = (),
+    keep_between: bool = False,
 ) -> FormatSpec:
     """Build an XML-call spec: every marker in ``starts`` and ``bare`` opens a body; ``typed``
     coerces values by the request's tool schemas (else every value is a string); ``drops`` are
-    wrapper markers dropped outside blocks (HY ``<tool_calls>``)."""
+    wrapper markers dropped outside blocks (HY ``<tool_calls>``); ``keep_between``: whitespace
+    between two blocks is content (SGLang's qwen3_coder returns the ``\\n`` between calls)."""
     markers = {f"S{i}": t for i, t in enumerate(starts)} | {f"F{i}": t for i, t in enumerate(bare)}
     markers["END"] = tags.block_end
     after = "A" if keep_after else "D"
     trans = {(m, k): Transition("B") for m in ("C", after) for k in markers if k != "END"}
+    if keep_between:
+        trans |= {(after, k): Transition("B", release="content") for k in markers if k != "END"}
     trans[(after, "END")] = Transition(after)
     for i, text in enumerate(drops):
         markers[f"W{i}"] = text

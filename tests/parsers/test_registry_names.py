@@ -90,7 +90,39 @@ def test_hf_parses_by_the_template() -> None:
     assert [(c.name, c.arguments) for c in out.tool_calls] == [("f", '{"a": 1}')]
 
 
-SERVED_SAMPLE = [("kimi_k3", "kimi_k3"), ("deepseek_v41", "gemma4")]
+#: SGLang's and the Rust gateways' names (the project's parser reference, sections 4 and 5).
+SGLANG_AND_GATEWAY_REASONING = (
+    "deepseek-r1", "deepseek-v3", "deepseek-v4", "deepseek-v41", "qwen3-thinking", "kimi", "gpt-oss",
+    "minimax", "minimax-append-think", "minimax-m3", "nemotron_3", "hunyuan", "gigachat35",
+    "response_template", "gpt_oss", "minimax_append_think", "nemotron3", "nemotron_nano",
+)  # fmt: skip
+SGLANG_AND_GATEWAY_TOOL = (
+    "apertus2509", "deepseekv3", "deepseekv31", "deepseekv32", "deepseekv4", "deepseekv41", "glm",
+    "gpt-oss", "llama3", "qwen", "qwen25", "minimax-m2", "minimax-m3", "hunyuan", "nanbeige",
+    "response_template", "deepseek", "glm4_moe", "glm47_moe", "kimik2", "llama",
+    "deepseek_v3_1", "deepseek_v3_2", "deepseek-v4", "gemma-4", "harmony", "nemotron_nano", "phi4",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "name"), [("reasoning", n) for n in SGLANG_AND_GATEWAY_REASONING]
+                         + [("tool", n) for n in SGLANG_AND_GATEWAY_TOOL])  # fmt: skip
+def test_alias_is_registered_and_builds(kind: str, name: str) -> None:
+    names = parsers.REASONING_PARSERS if kind == "reasoning" else parsers.TOOL_PARSERS
+    assert name in names
+    pair = (name, None) if kind == "reasoning" else (None, name)
+    assert parsers.get_parser(*pair, tokenizer_config=TEMPLATE_CONFIG) is not None
+
+
+@pytest.mark.parametrize(("alias", "target"), sorted(parsers.SGLANG_TOOL_ALIASES.items()))
+def test_sglang_tool_alias_is_its_target_with_unknown_tools_dropped(alias: str, target: str) -> None:
+    spec = parsers.get_spec("tool", alias, tokenizer_config=TEMPLATE_CONFIG)
+    base = parsers.get_spec("tool", target, tokenizer_config=TEMPLATE_CONFIG)
+    assert spec is not None and base is not None
+    assert spec.drop_unknown_tools and not base.drop_unknown_tools
+    assert (spec.markers, spec.transitions) == (base.markers, base.transitions)
+
+
+SERVED_SAMPLE = [("deepseek_v41", "gemma4"), ("qwen3-thinking", "qwen")]
 
 
 @pytest.mark.parametrize(("reasoning", "tool"), SERVED_SAMPLE)
