@@ -16,6 +16,9 @@ Sections (``--only`` takes a comma list; default all):
                 (≤ 300 MB), N-worker / 1-worker throughput (2 workers ≥ 1.7×).
 * ``gil``       whether HF and tiktoken encode release the GIL (stall of a spinning Python thread).
 * ``peer``      with ``PEER_URL`` set: the same render/derender requests to that server; peer/ours ratio.
+* ``multimodal`` server CPU per rendered image (640×480, 4000×3000) and per video on Qwen3-VL, ours,
+                our cached second turn and, with ``PEER_URL`` a vLLM render of that model, the peer's
+                (targets: ours ≤ 0.5× peer, cached ≤ 0.1× peer).
 
 Rows whose code is not written yet (``NotImplementedError``) print ``skip`` with the reason.
 CPU figures are ``time.process_time`` medians in this process; HTTP figures are wall time.
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import http_servers, inproc, stream
+from . import http_servers, inproc, multimodal, stream
 from .data import shared_dir
 from .table import Results, render_table
 
@@ -45,6 +48,7 @@ SECTIONS: dict[str, Callable[[Results, Any], None]] = {
     "http": http_servers.workers,
     "gil": inproc.gil,
     "peer": http_servers.peer,
+    "multimodal": multimodal.multimodal,
 }
 
 

@@ -8,7 +8,6 @@ independent of ``render_service.render.multimodal.serde``.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -17,6 +16,8 @@ import sys
 from typing import Any
 
 import msgpack
+import orjson
+import pybase64
 import pytest
 from conftest import REPO, model_dir, shared_path
 
@@ -64,7 +65,7 @@ def server_for(serve: Any, folder: str, media: str) -> Any:
 
 
 def decode(b64: str) -> dict[str, Any]:
-    doc = msgpack.unpackb(base64.b64decode(b64, validate=True), raw=False)
+    doc = msgpack.unpackb(pybase64.b64decode(b64, validate=True), raw=False)
     out = {}
     for name, spec in doc.items():
         data = spec["data"]
@@ -112,7 +113,7 @@ def test_case_equals_vllm(serve: Any, media_copy: str, folder: str, case: str) -
     path = "/tokenize" if endpoint == "tokenize" else "/v1/chat/completions/render"
     resp = client.post(path, json=rec.substitute(body, media_copy))
     assert resp.status_code == expected["status"], resp.text[:500]
-    got = resp.json()
+    got = orjson.loads(resp.content)
     if expected["status"] != 200:
         assert got["error"] == expected["error"]
         return
@@ -230,10 +231,12 @@ def test_fetch_safety(serve: Any, media_copy: str) -> None:
     )
     assert resp.status_code == 502
     assert resp.json()["error"]["message"].startswith("Failed to fetch media from no-such-host.invalid")
-    small = serve(model=os.path.relpath(model_dir("Qwen--Qwen3-VL-2B-Instruct")), max_image_pixels=1_000_000)
-    resp = small.post("/v1/chat/completions/render", json=rec.chat(rec.image_part("rgb_large_4000x3000.jpg")))
-    assert resp.status_code == 400
-    assert "exceeds the limit of 1000000 pixels" in resp.json()["error"]["message"]
+    from render_service.errors import InvalidRequest
+    from render_service.render.multimodal.image import decode_image
+
+    big = shared_path("data", "media", "rgb_large_4000x3000.jpg").read_bytes()
+    with pytest.raises(InvalidRequest, match="exceeds the limit of 1000000 pixels"):
+        decode_image(big, 1_000_000)
 
 
 def test_settings_defaults_are_safe() -> None:

@@ -102,6 +102,20 @@ def resize(img: Image.Image, height: int, width: int) -> np.ndarray:
     return np.asarray(img, dtype=np.uint8)
 
 
+def patchify_still(pixels: np.ndarray, arch: VisionArch) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """:func:`patchify` of one image repeated ``temporal_patch_size`` times (HF's still-image
+    layout), without materialising the repeated frames: the single frame is reordered once and
+    copied into each temporal slot."""
+    p, m, tp = arch.patch_size, arch.merge_size, arch.temporal_patch_size
+    height, width, c = pixels.shape
+    gh, gw = height // p, width // p
+    one = pixels.reshape(gh // m, m, p, gw // m, m, p, c).transpose(0, 3, 1, 4, 6, 2, 5)
+    out = np.empty((gh // m, gw // m, m, m, c, tp, p, p), dtype=np.uint8)
+    for k in range(tp):
+        out[:, :, :, :, :, k] = one
+    return out.reshape(gh * gw, c * tp * p * p), (1, gh, gw)
+
+
 def process_image(
     img: Image.Image, arch: VisionArch, min_pixels: int, max_pixels: int
 ) -> tuple[np.ndarray, tuple[int, int, int]]:
@@ -109,6 +123,4 @@ def process_image(
     the image is repeated ``temporal_patch_size`` times, as HF does."""
     w, h = img.size
     rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
-    pixels = resize(img, rh, rw)
-    frames = np.broadcast_to(pixels, (arch.temporal_patch_size, *pixels.shape))
-    return patchify(frames, arch)
+    return patchify_still(resize(img, rh, rw), arch)

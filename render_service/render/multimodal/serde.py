@@ -62,12 +62,8 @@ def _tensor(data: Any) -> Any:
         w = data.words
         return ["bfloat16", list(w.shape), msgpack.ExtType(RAW_VIEW, w.astype("<u2").tobytes())]
     if isinstance(data, np.ndarray):
-        name = data.dtype.name
-        return [
-            name,
-            list(data.shape),
-            msgpack.ExtType(RAW_VIEW, data.astype(data.dtype.newbyteorder("<")).tobytes(order="C")),
-        ]
+        little = data if data.dtype.byteorder in "<|=" else data.astype(data.dtype.newbyteorder("<"))
+        return [data.dtype.name, list(data.shape), msgpack.ExtType(RAW_VIEW, little.tobytes(order="C"))]
     if isinstance(data, list):
         return [_tensor(d) for d in data]
     return data
