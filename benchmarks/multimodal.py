@@ -22,8 +22,11 @@ from . import light
 from .http_servers import SERVED_NAME, Server, _peer_model, _tree
 
 VL_MODEL = "Qwen--Qwen3-VL-2B-Instruct"
-CASES = [("image 640x480", "rgb_640x480.jpg", "image"), ("image 4000x3000", "rgb_large_4000x3000.jpg", "image"),
-         ("video 16f 320x240", "video_16f_320x240.mp4", "video")]
+CASES = [
+    ("image 640x480", "rgb_640x480.jpg", "image"),
+    ("image 4000x3000", "rgb_large_4000x3000.jpg", "image"),
+    ("video 16f 320x240", "video_16f_320x240.mp4", "video"),
+]
 
 
 def _body(data: bytes, kind: str, model: str, nonce: str | None) -> dict[str, Any]:
@@ -32,8 +35,11 @@ def _body(data: bytes, kind: str, model: str, nonce: str | None) -> dict[str, An
     mime = {"image": "image/jpeg", "video": "video/mp4"}[kind]
     url = f"data:{mime};base64," + base64.b64encode(data).decode()
     part = {"type": f"{kind}_url", f"{kind}_url": {"url": url}}
-    return {"model": model, "max_tokens": 8,
-            "messages": [{"role": "user", "content": [part, {"type": "text", "text": "Describe."}]}]}
+    return {
+        "model": model,
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": [part, {"type": "text", "text": "Describe."}]}],
+    }
 
 
 def _cpu_per_request(url: str, pids: list[int], bodies: list[dict[str, Any]]) -> tuple[float | None, str]:
@@ -62,7 +68,7 @@ def multimodal(res: Any, ctx: Any) -> None:
     """See the module docstring."""
     folder = Path(ctx.shared) / "models" / VL_MODEL
     media = Path(ctx.shared) / "data" / "media"
-    n = max(2, min(ctx.repeat, 10))
+    n = max(4, min(ctx.repeat, 20))
     ours = Server(str(folder), 1, [])
     try:
         ours.settle()
@@ -71,10 +77,11 @@ def multimodal(res: Any, ctx: Any) -> None:
         peer_pid = _listening_pid(ctx.peer_url) if peer_name else None
         for label, name, kind in CASES:
             data = (media / name).read_bytes()
-            reps = 2 if "4000" in name else n
+            reps = 3 if "4000" in name else n
             _cpu_per_request(ours.url, pids, [_body(data, kind, SERVED_NAME, "warm")])
-            mine, err = _cpu_per_request(ours.url, pids, [_body(data, kind, SERVED_NAME, f"c{i}")
-                                                          for i in range(reps)])
+            mine, err = _cpu_per_request(
+                ours.url, pids, [_body(data, kind, SERVED_NAME, f"c{i}") for i in range(reps)]
+            )
             if mine is None:
                 res.skip("multimodal", f"{label}: ours CPU", err)
                 continue
@@ -84,20 +91,31 @@ def multimodal(res: Any, ctx: Any) -> None:
             if peer_name and peer_pid:
                 ppids = _tree(peer_pid)
                 _cpu_per_request(ctx.peer_url, ppids, [_body(data, kind, peer_name, "warm")])
-                theirs, perr = _cpu_per_request(ctx.peer_url, ppids, [_body(data, kind, peer_name, f"c{i}")
-                                                                      for i in range(reps)])
+                theirs, perr = _cpu_per_request(
+                    ctx.peer_url, ppids, [_body(data, kind, peer_name, f"c{i}") for i in range(reps)]
+                )
                 if theirs is None:
                     res.skip("multimodal", f"{label}: peer CPU", perr)
             if theirs:
                 res.add("multimodal", f"{label}: peer CPU per item", theirs, "ms")
                 res.add("multimodal", f"{label}: ours / peer", mine / theirs, "x", ("<=", 0.5))
                 if cached is not None:
-                    res.add("multimodal", f"{label}: cached 2nd turn / peer", cached / theirs, "x", ("<=", 0.1),
-                            note=f"ours cached {cached:.1f} ms")
+                    res.add(
+                        "multimodal",
+                        f"{label}: cached 2nd turn / peer",
+                        cached / theirs,
+                        "x",
+                        ("<=", 0.1),
+                        note=f"ours cached {cached:.1f} ms",
+                    )
             else:
                 if cached is not None:
                     res.add("multimodal", f"{label}: ours cached 2nd turn", cached, "ms")
-                res.skip("multimodal", f"{label}: peer CPU", "set PEER_URL to a vllm launch render of "
-                         f"{VL_MODEL} (its process must be visible to this user)")
+                res.skip(
+                    "multimodal",
+                    f"{label}: peer CPU",
+                    "set PEER_URL to a vllm launch render of "
+                    f"{VL_MODEL} (its process must be visible to this user)",
+                )
     finally:
         ours.stop()

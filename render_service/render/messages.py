@@ -6,7 +6,8 @@ faults real clients hit:
 * ``content``: a string, or a list of text parts. For ``"string"``-format templates the text parts
   are joined with ``"\\n"``; for ``"openai"``-format templates strings and parts become ``[{"type": "text",
   "text": ...}]`` parts, except on ``tool`` messages, which always get a string (vLLM #39614 /
-  BR55). Non-text parts (images, audio, files) are refused: this tier renders text only.
+  BR55). Non-text parts are refused, except image/video parts for vision-language models, which
+  a multimodal collector takes (:mod:`render_service.render.multimodal`).
 * ``content: null`` is ``""`` except on an assistant message with tool calls.
 * ``tool_calls: []`` is dropped (vLLM #12937 / BR56); each call's ``function.arguments`` JSON
   string is parsed to a mapping (as vLLM: templates expect a mapping); invalid JSON → 400.
