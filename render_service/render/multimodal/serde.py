@@ -105,12 +105,12 @@ def encode_item(fields: dict[str, Field]) -> str:
     pieces.append((rest, None))
     out = bytearray(sum(len(h) + (a.nbytes if a is not None else 0) for h, a in pieces))
     pos = 0
-    for head, arr in pieces:
+    for head, tensor in pieces:
         out[pos:pos + len(head)] = head
         pos += len(head)
-        if arr is not None:
-            out[pos:pos + arr.nbytes] = memoryview(arr.reshape(-1)).cast("B")
-            pos += arr.nbytes
+        if tensor is not None:
+            out[pos:pos + tensor.nbytes] = tensor.reshape(-1).view(np.uint8).data
+            pos += tensor.nbytes
     return str(pybase64.b64encode_as_string(out))
 
 
