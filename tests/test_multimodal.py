@@ -207,6 +207,12 @@ def test_detokenize_and_completions_of_multimodal_prompt(serve: Any, media_copy:
         json={"prompt": "<|vision_start|><|image_pad|><|vision_end|>", "max_tokens": 4},
     ).json()
     assert comp[0]["token_ids"] == [151652, 151655, 151653] and comp[0]["features"] is None
+    derendered = client.post("/v1/chat/completions/derender", json={
+        "chat_request": rec.chat(rec.image_part("rgb_28x28.png")), "prompt_tokens": 478,
+        "generate_response": {"request_id": "x", "choices": [
+            {"index": 0, "finish_reason": "stop", "token_ids": [872, 198, 151655, 151645]}]}}).json()
+    assert derendered["choices"][0]["message"]["content"] == "user\n"  # pads in output vanish (upstream)
+    assert derendered["usage"]["prompt_tokens"] == 478
 
 
 @pytest.mark.shared
