@@ -22,6 +22,9 @@ Sections (``--only`` takes a comma list; default all):
                 streamed token against one batch derender of the same output (goal ≤ 3×), against
                 the same request as JSON and against the per-chunk HTTP derender path.
 * ``peer``      with ``PEER_URL`` set: the same render/derender requests to that server; peer/ours ratio.
+* ``multimodal`` server CPU per rendered image (640×480, 4000×3000) and per video on Qwen3-VL, ours,
+                our cached second turn and, with ``PEER_URL`` a vLLM render of that model, the peer's
+                (targets: ours ≤ 0.5× peer, cached ≤ 0.1× peer).
 
 Rows whose code is not written yet (``NotImplementedError``) print ``skip`` with the reason.
 CPU figures are ``time.process_time`` medians in this process; HTTP figures are wall time.
@@ -38,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import gateway_cpu, hotpaths, http_servers, inproc, stream
+from . import gateway_cpu, hotpaths, http_servers, inproc, multimodal, stream
 from .data import shared_dir
 from .table import Results, render_table
 
@@ -53,6 +56,7 @@ SECTIONS: dict[str, Callable[[Results, Any], None]] = {
     "gateway": gateway_cpu.gateway,
     "peer": http_servers.peer,
     "hotpaths": hotpaths.hotpaths,
+    "multimodal": multimodal.multimodal,
 }
 
 

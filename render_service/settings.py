@@ -91,6 +91,26 @@ class Settings:
             events) before a 504 (``--engine-timeout``).
         engine_connect_timeout: seconds to connect to an engine (``--engine-connect-timeout``).
         engine_max_connections: kept-alive connections of the engine client (``--engine-max-connections``).
+
+    Multimodal (vision-language models; README "Multimodal render"):
+        limit_mm_per_prompt: items per modality per prompt (``--limit-mm-per-prompt``; unnamed
+            supported modalities 999, unsupported 0).
+        mm_processor_kwargs: processor kwargs under each request's (``--mm-processor-kwargs``).
+        trust_request_mm_kwargs: accept request ``mm_processor_kwargs`` / ``media_io_kwargs``
+            (``--trust-request-mm-kwargs``).
+        allowed_local_media_path: folder ``file://`` URLs may read (``--allowed-local-media-path``).
+        allowed_media_domains: http(s) hosts media may come from; empty = any public host
+            (``--allowed-media-domains``).
+        media_io_kwargs: per-modality media loading kwargs (``--media-io-kwargs``).
+        mm_hasher_algorithm: ``blake3``, ``sha256`` or ``sha512`` (``--mm-hasher-algorithm``).
+        max_image_pixels: pixel budget of one image or video frame, checked from the header
+            before decoding (``--max-image-pixels``).
+        media_max_bytes: byte cap of one fetched/loaded media item (``--media-max-bytes``).
+        media_fetch_timeout: seconds for an http(s) media fetch (``--media-fetch-timeout``).
+        media_max_redirects: redirects followed, each re-checked (``--media-max-redirects``).
+        allow_private_media_urls: let media URLs reach loopback/link-local/private addresses
+            (``--allow-private-media-urls``).
+        mm_cache_bytes: memory cap of the processed-media cache (``--mm-cache-bytes``; 0 off).
     """
 
     model: str | None = None
@@ -149,6 +169,19 @@ class Settings:
     engine_timeout: float = 600.0
     engine_connect_timeout: float = 5.0
     engine_max_connections: int = 1024
+    limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)
+    mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
+    trust_request_mm_kwargs: bool = False
+    allowed_local_media_path: str | None = None
+    allowed_media_domains: tuple[str, ...] = ()
+    media_io_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mm_hasher_algorithm: str = "blake3"
+    max_image_pixels: int = 50_000_000
+    media_max_bytes: int = 32 * 1024 * 1024
+    media_fetch_timeout: float = 10.0
+    media_max_redirects: int = 3
+    allow_private_media_urls: bool = False
+    mm_cache_bytes: int = 512 * 1024 * 1024
 
     @property
     def model_path(self) -> str:

@@ -1,5 +1,6 @@
 """Render: OpenAI requests → ``GenerateRequest`` for a tokens-only engine (token ids, sampling
-params, parse context). Messages, chat templates, sampling, tool choice, the entry points.
+params, parse context). Messages, chat templates, sampling, tool choice, the entry points;
+``multimodal/`` does images and video for vision-language models.
 
 May import the base (``protocol``, ``settings``, ``errors``, ``models``, ``chat_template``,
 ``fingerprint``, ``parsing``) and ``tokens``; never ``derender`` or ``serving``.

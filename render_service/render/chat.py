@@ -115,4 +115,16 @@ def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str,
         ),
         reasoning_parser_kwargs={"chat_template_kwargs": ctk} if settings.reasoning_parser else None,
         parse_context=parse_context,
+        features=prompt.features(_mm_payload(body)),
     )
+
+
+def _mm_payload(body: dict[str, Any]) -> str:
+    """``mm_payload`` (``"tensors"`` default, ``"none"``); ``return_mm_kwargs: false`` is its
+    deprecated alias (vLLM 0.33)."""
+    payload = body.get("mm_payload")
+    if payload is None:
+        return "none" if body.get("return_mm_kwargs") is False else "tensors"
+    if payload not in ("tensors", "none"):
+        raise InvalidRequest("mm_payload must be 'tensors' or 'none'", param="mm_payload")
+    return str(payload)

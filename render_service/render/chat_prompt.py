@@ -16,7 +16,7 @@ from ..parsing import parser_for
 from ..protocol.chat import ChatCompletionRequest
 from ..settings import Settings
 from ..tokens import tokenization
-from . import harmony, messages
+from . import harmony, messages, multimodal
 
 #: Template variables a request's ``chat_template_kwargs`` may not replace.
 RESERVED_TEMPLATE_KWARGS = frozenset(
@@ -48,6 +48,14 @@ class ChatPrompt:
     template_kwargs: dict[str, Any]
     history_tool_call_cnt: int
     token_offsets: list[tuple[int, int]] | None = None
+    media: multimodal.MediaResult | None = None
+    mm_placeholders: dict[str, list[dict[str, int]]] | None = None
+
+    def features(self, payload: str = "tensors") -> dict[str, Any] | None:
+        """``features`` of the render output (``None`` for a text-only prompt)."""
+        if self.media is None or self.mm_placeholders is None:
+            return None
+        return multimodal.features(self.media, self.mm_placeholders, payload)
 
 
 def check_ids(bundle: ModelBundle, ids: Any, param: str) -> list[int]:
@@ -152,11 +160,12 @@ def render_chat_text(
     raise first
 
 
-def conversation(ct: chat_template.CompiledTemplate, settings: Settings, raw: Any) -> messages.Conversation:
+def conversation(ct: chat_template.CompiledTemplate, settings: Settings, raw: Any,
+                 media: multimodal.MediaCollector | None = None) -> messages.Conversation:
     """The request's messages normalised for template ``ct`` (content format per
     ``--chat-template-content-format``, developer role as the template supports it)."""
     fmt = settings.chat_template_content_format
-    return messages.normalize(raw, ct.content_format if fmt == "auto" else fmt, ct.supports_developer)
+    return messages.normalize(raw, ct.content_format if fmt == "auto" else fmt, ct.supports_developer, media)
 
 
 def chat_prompt(
@@ -169,11 +178,12 @@ def chat_prompt(
     """
     kwargs = template_kwargs(req, settings)
     ct: chat_template.CompiledTemplate | None = None
+    media = multimodal.collector(bundle, settings)
     if harmony.uses_harmony(bundle.config):
         conv = messages.Conversation([], harmony.tool_call_count(req.messages), [])
     else:
         ct = _compiled(bundle, settings, req)
-        conv = conversation(ct, settings, req.messages)
+        conv = conversation(ct, settings, req.messages, media)
     forwarded = (req.kv_transfer_params or {}).get("prompt_token_ids")
     offsets = None
     if forwarded is not None:
@@ -200,12 +210,17 @@ def chat_prompt(
             ids = tokenization.encode_prompt(bundle, text)
     if not ids:
         raise InvalidRequest("No token_ids rendered", param="messages")
+    result, places = None, None
+    if media is not None and media.parts and forwarded is None:
+        result = multimodal.process_parts(bundle, settings, media.parts, req.model_extra or {})
+        ids, places = multimodal.expand(ids, result)
+        offsets = None
     if req.truncate_prompt_tokens is not None:
         ids = tokenization.truncate(
             ids, req.truncate_prompt_tokens, req.truncation_side, bundle.max_model_len
         )
         offsets = None
-    return ChatPrompt(ids, kwargs, conv.tool_call_count, offsets)
+    return ChatPrompt(ids, kwargs, conv.tool_call_count, offsets, result, places)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ faults real clients hit:
 * ``content``: a string, or a list of text parts. For ``"string"``-format templates the text parts
   are joined with ``"\\n"``; for ``"openai"``-format templates strings and parts become ``[{"type": "text",
   "text": ...}]`` parts, except on ``tool`` messages, which always get a string (vLLM #39614 /
-  BR55). Non-text parts (images, audio, files) are refused: this tier renders text only.
+  BR55). Non-text parts are refused, except image/video parts for vision-language models, which
+  a multimodal collector takes (:mod:`render_service.render.multimodal`).
 * ``content: null`` is ``""`` except on an assistant message with tool calls.
 * ``tool_calls: []`` is dropped (vLLM #12937 / BR56); each call's ``function.arguments`` JSON
   string is parsed to a mapping (as vLLM: templates expect a mapping); invalid JSON → 400.
@@ -108,19 +109,34 @@ def _part_text(part: Any, where: str) -> str:
     )
 
 
-def _content(message: dict[str, Any], role: str, fmt: str, where: str) -> Any:
+def _content(message: dict[str, Any], role: str, fmt: str, where: str, media: Any = None) -> Any:
     content = message.get("content")
     if content is None:
         return None if role == "assistant" and message.get("tool_calls") else ""
     if isinstance(content, str):
         texts = [content]
     elif isinstance(content, list):
+        if media is not None:
+            return _media_content(content, role, fmt, where, media)
         texts = [_part_text(part, f"{where}.{j}") for j, part in enumerate(content)]
     else:
         raise InvalidRequest("content must be a string, a list of content parts or null", param=where)
     if fmt == "openai" and role != "tool":
         return [{"type": "text", "text": t} for t in texts]
     return "\n".join(texts)
+
+
+def _media_content(content: list[Any], role: str, fmt: str, where: str, media: Any) -> Any:
+    """Content parts of a vision-language model: media parts go to ``media`` (a
+    :class:`render_service.render.multimodal.MediaCollector`) and become ``{"type": modality}``
+    parts (``openai`` format) or the model's placeholder text (``string`` format)."""
+    parts: list[tuple[str, str]] = []  # (kind, text or modality)
+    for j, part in enumerate(content):
+        modality = media.accept(part, f"{where}.{j}") if isinstance(part, dict) else None
+        parts.append(("media", modality) if modality else ("text", _part_text(part, f"{where}.{j}")))
+    if fmt == "openai" and role != "tool":
+        return [{"type": v} if k == "media" else {"type": "text", "text": v} for k, v in parts]
+    return "\n".join(media.placeholder(v) if k == "media" else v for k, v in parts)
 
 
 def _parse_arguments(raw: Any, where: str) -> Any:
@@ -191,9 +207,11 @@ def developer_as_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": "system", "content": "\n\n".join(texts)}, *(m for m in out if m["role"] != "system")]
 
 
-def normalize(messages: Any, content_format: str = "string", developer_role: bool = True) -> Conversation:
+def normalize(messages: Any, content_format: str = "string", developer_role: bool = True,
+              media: Any = None) -> Conversation:
     """Validate and normalise an OpenAI ``messages`` list (see module docstring);
-    ``developer_role=False`` applies :func:`developer_as_system`.
+    ``developer_role=False`` applies :func:`developer_as_system`; ``media`` (a multimodal
+    collector) accepts image/video parts instead of refusing them.
 
     Raises:
         InvalidRequest: not a non-empty list of objects, unknown role, unsupported content part,
@@ -203,7 +221,7 @@ def normalize(messages: Any, content_format: str = "string", developer_role: boo
         raise InvalidRequest("messages must be a non-empty list", param="messages")
     primary, normalised, count = [], [], 0
     for i, message in enumerate(messages):
-        out, raw_calls = _normalize_message(message, f"messages.{i}", content_format)
+        out, raw_calls = _normalize_message(message, f"messages.{i}", content_format, media)
         count += len(raw_calls or ())
         normalised.append((out, raw_calls))
         primary.append(_alias_reasoning({k: v for k, v in out.items() if v is not None}))
@@ -213,7 +231,7 @@ def normalize(messages: Any, content_format: str = "string", developer_role: boo
 
 
 def _normalize_message(
-    message: Any, where: str, content_format: str
+    message: Any, where: str, content_format: str, media: Any = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """One message checked, with normalised content and parsed tool calls, plus the calls with the
     client's ``arguments`` strings (``None`` without tool calls)."""
@@ -226,7 +244,7 @@ def _normalize_message(
             param=f"{where}.role",
         )
     out = dict(message)
-    out["content"] = _content(message, role, content_format, f"{where}.content")
+    out["content"] = _content(message, role, content_format, f"{where}.content", media)
     raw_calls = None
     if "tool_calls" in out:
         if not out["tool_calls"]:

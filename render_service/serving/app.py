@@ -108,6 +108,7 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
                 cache.miss(misses)
 
             encoder.observer = observe_cache
+        install_multimodal_cache_metrics(app.state.bundle, settings)
         app.state.fingerprint = config_fingerprint(app.state.bundle, settings)
         app.state.pool = new_pool(settings)
         metrics.forget_dead_processes()
@@ -238,6 +239,22 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
         return json_response({"object": "list", "data": cards})
 
     return app
+
+
+def install_multimodal_cache_metrics(bundle: ModelBundle, settings: Settings) -> None:
+    """Count the processed-media cache's hits and misses as cache ``multimodal`` (vision models)."""
+    from ..render.multimodal import state_for
+
+    state = state_for(bundle, settings)
+    if state is None:
+        return
+    cache = metrics.register_cache("multimodal")
+
+    def observe(hits: int, misses: int) -> None:
+        cache.hit(hits)
+        cache.miss(misses)
+
+    state.cache.observer = observe
 
 
 def call_counting(handler: Handler, bundle: ModelBundle, settings: Settings, body: Any,

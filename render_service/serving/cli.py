@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "tokens) for requests that do not set stream_interval")
     add_ops_flags(serve)
     add_gateway_flags(serve)
+    add_multimodal_flags(serve)
     apply_env_defaults(serve)
     health = sub.add_parser("health", help="probe the local server's /health (container HEALTHCHECK)")
     health.add_argument("--url", default=None,
@@ -110,6 +111,43 @@ def add_gateway_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--engine-connect-timeout", type=float, default=d.engine_connect_timeout)
     serve.add_argument("--engine-max-connections", type=int, default=d.engine_max_connections,
                        help="kept-alive connections in the engine client pool")
+def add_multimodal_flags(serve: argparse.ArgumentParser) -> None:
+    """Vision-language flags (names as ``vllm launch render``, plus this tier's safety limits)."""
+    d = Settings()
+    serve.add_argument("--limit-mm-per-prompt", type=json.loads, default=None,
+                       help='JSON, e.g. \'{"image": 3, "video": 1}\'')
+    serve.add_argument("--mm-processor-kwargs", type=json.loads, default=None, help="JSON object")
+    serve.add_argument("--trust-request-mm-kwargs", action="store_true")
+    serve.add_argument("--allowed-local-media-path", default=None)
+    serve.add_argument("--allowed-media-domains", nargs="+", default=None)
+    serve.add_argument("--media-io-kwargs", type=json.loads, default=None,
+                       help='JSON, e.g. \'{"video": {"fps": 2}}\'')
+    serve.add_argument("--mm-hasher-algorithm", choices=("blake3", "sha256", "sha512"), default="blake3")
+    serve.add_argument("--max-image-pixels", type=int, default=d.max_image_pixels)
+    serve.add_argument("--media-max-bytes", type=int, default=d.media_max_bytes)
+    serve.add_argument("--media-fetch-timeout", type=float, default=d.media_fetch_timeout)
+    serve.add_argument("--media-max-redirects", type=int, default=d.media_max_redirects)
+    serve.add_argument("--allow-private-media-urls", action="store_true")
+    serve.add_argument("--mm-cache-bytes", type=int, default=d.mm_cache_bytes)
+
+
+def multimodal_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The multimodal :class:`Settings` fields from parsed flags."""
+    return {
+        "limit_mm_per_prompt": args.limit_mm_per_prompt or {},
+        "mm_processor_kwargs": args.mm_processor_kwargs or {},
+        "trust_request_mm_kwargs": args.trust_request_mm_kwargs,
+        "allowed_local_media_path": args.allowed_local_media_path,
+        "allowed_media_domains": tuple(args.allowed_media_domains or ()),
+        "media_io_kwargs": args.media_io_kwargs or {},
+        "mm_hasher_algorithm": args.mm_hasher_algorithm,
+        "max_image_pixels": args.max_image_pixels,
+        "media_max_bytes": args.media_max_bytes,
+        "media_fetch_timeout": args.media_fetch_timeout,
+        "media_max_redirects": args.media_max_redirects,
+        "allow_private_media_urls": args.allow_private_media_urls,
+        "mm_cache_bytes": args.mm_cache_bytes,
+    }
 
 
 #: dest -> extra environment variable names read (after ``RENDER_SERVICE_<DEST>``).
@@ -212,6 +250,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         engine_timeout=args.engine_timeout,
         engine_connect_timeout=args.engine_connect_timeout,
         engine_max_connections=args.engine_max_connections,
+        **multimodal_settings(args),  # type: ignore[arg-type]
     )
 
 

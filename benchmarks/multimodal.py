@@ -1,0 +1,121 @@
+"""``multimodal`` section: server CPU per rendered image (640×480, 4000×3000 JPEG) and per video
+(16-frame mp4), ours and — with ``PEER_URL`` (a ``vllm launch render`` of the same vision model)
+— the peer's, in one run; plus our cached second turn (same image again).
+
+CPU is ``utime + stime`` of the server's process tree (``/proc``) around ``n`` sequential
+requests, divided by ``n``. Cold requests make every image unique (a nonce appended after the
+file's end, which decoders ignore), so neither side can reuse earlier work. The peer's process
+is found as the one listening on the ``PEER_URL`` port. Targets: ours ≤ 0.5 × peer per image,
+cached second turn ≤ 0.1 × peer.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+
+from . import light
+from .http_servers import SERVED_NAME, Server, _peer_model, _tree
+
+VL_MODEL = "Qwen--Qwen3-VL-2B-Instruct"
+CASES = [
+    ("image 640x480", "rgb_640x480.jpg", "image"),
+    ("image 4000x3000", "rgb_large_4000x3000.jpg", "image"),
+    ("video 16f 320x240", "video_16f_320x240.mp4", "video"),
+]
+
+
+def _body(data: bytes, kind: str, model: str, nonce: str | None) -> dict[str, Any]:
+    if nonce is not None:
+        data = data + nonce.encode()
+    mime = {"image": "image/jpeg", "video": "video/mp4"}[kind]
+    url = f"data:{mime};base64," + base64.b64encode(data).decode()
+    part = {"type": f"{kind}_url", f"{kind}_url": {"url": url}}
+    return {
+        "model": model,
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": [part, {"type": "text", "text": "Describe."}]}],
+    }
+
+
+def _cpu_per_request(url: str, pids: list[int], bodies: list[dict[str, Any]]) -> tuple[float | None, str]:
+    """Server CPU ms per request over ``bodies`` (sent one after another); (None, error) on non-200."""
+    with httpx.Client(base_url=url, timeout=300) as c:
+        before = light.proc_cpu_s(pids)
+        for body in bodies:
+            r = c.post("/v1/chat/completions/render", json=body)
+            if r.status_code != 200:
+                return None, f"{r.status_code} {r.text[:120]}"
+        after = light.proc_cpu_s(pids)
+    return (after - before) * 1e3 / len(bodies), ""
+
+
+def _listening_pid(url: str) -> int | None:
+    import psutil
+
+    port = urlparse(url).port
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+            return int(conn.pid)
+    return None
+
+
+def multimodal(res: Any, ctx: Any) -> None:
+    """See the module docstring."""
+    folder = Path(ctx.shared) / "models" / VL_MODEL
+    media = Path(ctx.shared) / "data" / "media"
+    n = max(4, min(ctx.repeat, 20))
+    ours = Server(str(folder), 1, [])
+    try:
+        ours.settle()
+        pids = _tree(ours.proc.pid)
+        peer_name = _peer_model(ctx.peer_url) if ctx.peer_url else None
+        peer_pid = _listening_pid(ctx.peer_url) if peer_name else None
+        for label, name, kind in CASES:
+            data = (media / name).read_bytes()
+            reps = 3 if "4000" in name else n
+            _cpu_per_request(ours.url, pids, [_body(data, kind, SERVED_NAME, "warm")])
+            mine, err = _cpu_per_request(
+                ours.url, pids, [_body(data, kind, SERVED_NAME, f"c{i}") for i in range(reps)]
+            )
+            if mine is None:
+                res.skip("multimodal", f"{label}: ours CPU", err)
+                continue
+            res.add("multimodal", f"{label}: ours CPU per item", mine, "ms", note=f"{reps} cold requests")
+            cached, _ = _cpu_per_request(ours.url, pids, [_body(data, kind, SERVED_NAME, "warm")] * reps)
+            theirs = None
+            if peer_name and peer_pid:
+                ppids = _tree(peer_pid)
+                _cpu_per_request(ctx.peer_url, ppids, [_body(data, kind, peer_name, "warm")])
+                theirs, perr = _cpu_per_request(
+                    ctx.peer_url, ppids, [_body(data, kind, peer_name, f"c{i}") for i in range(reps)]
+                )
+                if theirs is None:
+                    res.skip("multimodal", f"{label}: peer CPU", perr)
+            if theirs:
+                res.add("multimodal", f"{label}: peer CPU per item", theirs, "ms")
+                res.add("multimodal", f"{label}: ours / peer", mine / theirs, "x", ("<=", 0.5))
+                if cached is not None:
+                    res.add(
+                        "multimodal",
+                        f"{label}: cached 2nd turn / peer",
+                        cached / theirs,
+                        "x",
+                        ("<=", 0.1),
+                        note=f"ours cached {cached:.1f} ms",
+                    )
+            else:
+                if cached is not None:
+                    res.add("multimodal", f"{label}: ours cached 2nd turn", cached, "ms")
+                res.skip(
+                    "multimodal",
+                    f"{label}: peer CPU",
+                    "set PEER_URL to a vllm launch render of "
+                    f"{VL_MODEL} (its process must be visible to this user)",
+                )
+    finally:
+        ours.stop()

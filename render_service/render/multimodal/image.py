@@ -1,0 +1,126 @@
+"""Image decode and Qwen-VL patching with Pillow + numpy (HF ``Qwen2VLImageProcessor`` with
+``do_rescale=False, do_normalize=False``, as vLLM 0.33 calls it; reference multimodal.md §3.1, §5).
+
+Output pixels are the uint8 patches vLLM sends (the engine rescales and normalises on the GPU).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import warnings
+
+import numpy as np
+from PIL import Image
+
+from ...errors import InvalidRequest
+from .registry import VisionArch
+
+RGBA_BACKGROUND = (255, 255, 255)
+"""Background that transparent images are composited onto (vLLM ``rgba_background_color``)."""
+
+
+def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """``(h', w')``: both multiples of ``factor``, ``h'·w'`` within ``[min_pixels, max_pixels]``,
+    aspect ratio kept as closely as possible (HF ``smart_resize``; reference §5).
+
+    Raises:
+        InvalidRequest: aspect ratio above 200 (HF's limit).
+    """
+    if max(height, width) / min(height, width) > 200:
+        raise InvalidRequest(
+            f"absolute aspect ratio must be smaller than 200, got {max(height, width) / min(height, width)}"
+        )
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def decode_image(
+    data: bytes, max_pixels: int, background: tuple[int, int, int] = RGBA_BACKGROUND
+) -> tuple[Image.Image, bool]:
+    """Decode ``data`` to an RGB image; ``True`` when the mode was converted (hash factor).
+
+    The header is read first and an image of more than ``max_pixels`` pixels is refused before
+    any pixel is decoded (decompression bombs). RGBA/LA/P-with-transparency are composited onto
+    ``background`` (vLLM ``convert_image_mode``), other modes converted with Pillow.
+
+    Raises:
+        InvalidRequest: not an image / truncated (``Failed to load image: ...``, upstream text), or
+            over the pixel budget.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+            w, h = img.size
+            if w * h > max_pixels:
+                raise InvalidRequest(
+                    f"Failed to load image: {w}x{h} = {w * h} pixels exceeds the limit of {max_pixels} "
+                    "pixels (--max-image-pixels)"
+                )
+            img.load()
+    except InvalidRequest:
+        raise
+    except Exception as exc:
+        raise InvalidRequest(f"Failed to load image: {exc}") from None
+    if img.mode == "RGB":
+        return img, False
+    if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        out = Image.new("RGB", rgba.size, background)
+        out.paste(rgba, mask=rgba.getchannel("A"))
+        return out, True
+    return img.convert("RGB"), True
+
+
+def patchify(frames: np.ndarray, arch: VisionArch) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """``frames`` ``[T, H, W, 3]`` uint8 (T a multiple of ``temporal_patch_size``) → patches
+    ``[t·h·w, 3·T_p·P·P]`` uint8 and the grid ``(t, h, w)`` in patches, HF's layout
+    (merge windows contiguous; channel, temporal, row, column within a patch)."""
+    p, m, tp = arch.patch_size, arch.merge_size, arch.temporal_patch_size
+    t, height, width, c = frames.shape
+    gt, gh, gw = t // tp, height // p, width // p
+    x = frames.reshape(gt, tp, gh // m, m, p, gw // m, m, p, c)
+    # → gt, gh/m, gw/m, m, m, c, tp, p, p
+    x = x.transpose(0, 2, 5, 3, 6, 8, 1, 4, 7)
+    return np.ascontiguousarray(x).reshape(gt * gh * gw, c * tp * p * p), (gt, gh, gw)
+
+
+def resize(img: Image.Image, height: int, width: int) -> np.ndarray:
+    """Bicubic (antialiased) resize to ``height × width`` as ``[H, W, 3]`` uint8."""
+    if img.size != (width, height):
+        img = img.resize((width, height), Image.Resampling.BICUBIC)
+    return np.asarray(img, dtype=np.uint8)
+
+
+def patchify_still(pixels: np.ndarray, arch: VisionArch) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """:func:`patchify` of one image repeated ``temporal_patch_size`` times (HF's still-image
+    layout), without materialising the repeated frames: the single frame is reordered once and
+    copied into each temporal slot."""
+    p, m, tp = arch.patch_size, arch.merge_size, arch.temporal_patch_size
+    height, width, c = pixels.shape
+    gh, gw = height // p, width // p
+    one = pixels.reshape(gh // m, m, p, gw // m, m, p, c).transpose(0, 3, 1, 4, 6, 2, 5)
+    out = np.empty((gh // m, gw // m, m, m, c, tp, p, p), dtype=np.uint8)
+    for k in range(tp):
+        out[:, :, :, :, :, k] = one
+    return out.reshape(gh * gw, c * tp * p * p), (1, gh, gw)
+
+
+def process_image(
+    img: Image.Image, arch: VisionArch, min_pixels: int, max_pixels: int
+) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """An RGB image → ``(pixel_values [h·w, 3·2·P·P] uint8, image_grid_thw (1, h, w))``;
+    the image is repeated ``temporal_patch_size`` times, as HF does."""
+    w, h = img.size
+    rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
+    return patchify_still(resize(img, rh, rw), arch)

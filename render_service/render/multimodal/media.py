@@ -1,0 +1,204 @@
+"""Media URLs → bytes: ``data:`` URLs, ``file://`` under ``--allowed-local-media-path``, and
+``http(s)`` fetched with httpx (vLLM 0.33 ``MediaConnector``; reference multimodal.md §6, §8).
+
+Safer than upstream: an http(s) fetch streams with a byte cap and a timeout, connects only to the
+address it checked (resolved addresses that are loopback, link-local, private, multicast or
+reserved are refused unless ``--allow-private-media-urls``), follows at most
+``--media-max-redirects`` redirects and checks each target again; a fetch that fails is a 502
+(a refused address or size a 400), never a 500.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
+
+import httpx
+import pybase64
+
+from ...errors import InvalidRequest, RenderServiceError
+
+
+class MediaFetchFailed(RenderServiceError):
+    """The media server could not be reached or answered with an error (502)."""
+
+    status_code = 502
+    error_type = "BadGatewayError"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPolicy:
+    """How URLs may be loaded (from the settings)."""
+
+    allowed_local_media_path: str | None = None
+    allowed_media_domains: tuple[str, ...] = ()
+    allow_private: bool = False
+    timeout: float = 10.0
+    max_bytes: int = 64 * 1024 * 1024
+    max_redirects: int = 3
+
+
+_PATH_RES = (
+    re.compile(r"/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+"),
+    re.compile(r"(?:/[\w\-]+)+/[\w\-]+\.\w+"),
+)
+
+
+def redact_paths(message: str) -> str:
+    """Replace file-system paths in an error text with ``<path>`` (as vLLM's error handler)."""
+    for pattern in _PATH_RES:
+        message = pattern.sub("<path>", message)
+    return message
+
+
+def _data_url(url: str) -> bytes:
+    head, sep, payload = url[5:].partition(",")
+    if not sep:
+        raise InvalidRequest("Invalid data URL: no ',' separator")
+    if not head.endswith(";base64"):
+        return unquote(payload).encode()
+    try:
+        return bytes(pybase64.b64decode(payload, validate=True))
+    except Exception as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
+def _file_url(url: str, policy: FetchPolicy) -> bytes:
+    if policy.allowed_local_media_path is None:
+        raise InvalidRequest("Cannot load local files without `--allowed-local-media-path`.")
+    parts = urlsplit(url)
+    path = Path(unquote(parts.netloc + parts.path))
+    allowed = Path(policy.allowed_local_media_path).resolve()
+    if allowed not in path.resolve().parents:
+        raise InvalidRequest(
+            redact_paths(f"The file path {path} must be a subpath of `--allowed-local-media-path {allowed}`.")
+        )
+    try:
+        with path.open("rb") as f:
+            data = f.read(policy.max_bytes + 1)
+    except OSError as exc:
+        raise InvalidRequest(redact_paths(f"Cannot read {path}: {exc.strerror}")) from None
+    if len(data) > policy.max_bytes:
+        raise InvalidRequest(f"The media file is larger than {policy.max_bytes} bytes (--media-max-bytes)")
+    return data
+
+
+def _is_public(addr: str) -> bool:
+    ip = ipaddress.ip_address(addr)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return not (
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+    )
+
+
+def _check_target(url: str, policy: FetchPolicy) -> tuple[str, str, int]:
+    """``(host, checked ip, port)`` of an http(s) URL allowed by the policy.
+
+    Raises:
+        InvalidRequest: other scheme, domain not allowed (upstream text), unresolvable host, or a
+            non-public address without ``--allow-private-media-urls``.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidRequest("The URL must be either a HTTP, data or file URL.")
+    host = parts.hostname
+    if policy.allowed_media_domains and host not in policy.allowed_media_domains:
+        raise InvalidRequest(
+            f"The URL must be from one of the allowed domains: {list(policy.allowed_media_domains)}. "
+            f"Input URL domain: {host}"
+        )
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise MediaFetchFailed(f"Failed to fetch media from {host}: cannot resolve host ({exc})") from None
+    addrs = [str(info[4][0]) for info in infos]
+    if not policy.allow_private:
+        refused = [a for a in addrs if not _is_public(a)]
+        if refused:
+            raise InvalidRequest(
+                f"The URL host {host} resolves to a non-public address ({refused[0]}); "
+                "media URLs may not reach loopback, link-local or private networks "
+                "(start the server with --allow-private-media-urls to allow them)."
+            )
+    return host, addrs[0], port
+
+
+def _http_url(url: str, policy: FetchPolicy) -> bytes:
+    for _ in range(policy.max_redirects + 1):
+        host, ip, port = _check_target(url, policy)
+        parts = urlsplit(url)
+        # Connect to the checked address (no second lookup an attacker could change), keep the
+        # Host header and the TLS server name of the URL.
+        netloc = f"[{ip}]" if ":" in ip else ip
+        target = parts._replace(netloc=f"{netloc}:{port}").geturl()
+        headers = {"Host": parts.netloc.rsplit("@", 1)[-1]}
+        ext = {"sni_hostname": host} if parts.scheme == "https" else {}
+        try:
+            with (
+                httpx.Client(timeout=policy.timeout, follow_redirects=False, verify=True) as client,
+                client.stream("GET", target, headers=headers, extensions=ext) as resp,
+            ):
+                if resp.is_redirect and "location" in resp.headers:
+                    url = urljoin(url, resp.headers["location"])
+                    continue
+                if resp.status_code >= 400:
+                    raise MediaFetchFailed(f"Failed to fetch media from {host}: HTTP {resp.status_code}")
+                declared = resp.headers.get("content-length")
+                if declared is not None and declared.isdigit() and int(declared) > policy.max_bytes:
+                    raise InvalidRequest(
+                        f"The media at {host} is larger than {policy.max_bytes} bytes (--media-max-bytes)"
+                    )
+                chunks, total = [], 0
+                for chunk in resp.iter_bytes():
+                    total += len(chunk)
+                    if total > policy.max_bytes:
+                        raise InvalidRequest(
+                            f"The media at {host} is larger than {policy.max_bytes} bytes (--media-max-bytes)"
+                        )
+                    chunks.append(chunk)
+                return b"".join(chunks)
+        except httpx.TimeoutException:
+            raise MediaFetchFailed(
+                f"Failed to fetch media from {host}: timed out after "
+                f"{policy.timeout} s (--media-fetch-timeout)"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise MediaFetchFailed(
+                f"Failed to fetch media from {host}: {type(exc).__name__}: {exc}"
+            ) from None
+    raise MediaFetchFailed(f"Failed to fetch media: more than {policy.max_redirects} redirects")
+
+
+def load_url(url: str, policy: FetchPolicy) -> bytes:
+    """The bytes behind a media URL.
+
+    Raises:
+        InvalidRequest: bad data URL / base64 (upstream text ``Non-base64 digit found``), file
+            outside the allowed folder (upstream text), domain not allowed, non-public address,
+            over the byte cap, unknown scheme.
+        MediaFetchFailed: the http(s) fetch failed (502).
+    """
+    if not isinstance(url, str):
+        raise InvalidRequest("the media URL must be a string")
+    scheme = url[:8].lower()
+    if scheme.startswith("data:"):
+        data = _data_url(url)
+        if len(data) > policy.max_bytes:
+            raise InvalidRequest(f"The media is larger than {policy.max_bytes} bytes (--media-max-bytes)")
+        return data
+    if scheme.startswith("file:"):
+        return _file_url(url, policy)
+    if scheme.startswith(("http:", "https:")):
+        return _http_url(url, policy)
+    raise InvalidRequest("The URL must be either a HTTP, data or file URL.")

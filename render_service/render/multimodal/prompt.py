@@ -1,0 +1,451 @@
+"""Multimodal chat prompts: media parts collected from the messages, each item loaded, hashed
+and processed (cached by its hash), the template's placeholders expanded and the ``features``
+object built, as vLLM 0.33's render does (reference multimodal.md §2–§7).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import blake3
+import numpy as np
+
+from ...errors import InvalidRequest
+from ...models import ModelBundle
+from ...settings import Settings
+from . import hashing, image, serde, video
+from .cache import ByteBoundedCache
+from .media import FetchPolicy, load_url
+from .registry import VisionArch, arch_for
+
+#: Content part ``type`` → modality. ``image_url``/``video_url`` carry ``{"url"}``; audio parts
+#: are recognised only to be refused with upstream's limit message (no supported model has audio).
+PART_MODALITY = {
+    "image_url": "image",
+    "video_url": "video",
+    "input_audio": "audio",
+    "audio_url": "audio",
+    "image": "image",
+    "video": "video",
+}
+DEFAULT_LIMIT = 999
+"""Items per modality per prompt when ``--limit-mm-per-prompt`` does not name it (as upstream)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPart:
+    """One media content part in prompt order."""
+
+    modality: str
+    url: str | None
+    uuid: str | None
+    where: str
+
+
+@dataclass(slots=True)
+class MediaCollector:
+    """Sink for :func:`render_service.render.messages.normalize`: takes media parts, enforces
+    ``--limit-mm-per-prompt`` as they arrive, and names the template part for each."""
+
+    arch: VisionArch
+    limits: dict[str, int]
+    parts: list[MediaPart] = field(default_factory=list)
+
+    def accept(self, part: dict[str, Any], where: str) -> str | None:
+        """The modality of a media part (recorded), or ``None`` for a non-media part.
+
+        Raises:
+            InvalidRequest: over the modality's limit (upstream text, ``param`` the modality),
+                malformed part.
+        """
+        kind = part.get("type")
+        modality = PART_MODALITY.get(kind) if isinstance(kind, str) else None
+        assert modality is None or isinstance(kind, str)
+        if modality is None:
+            return None
+        count = sum(p.modality == modality for p in self.parts) + 1
+        limit = self.limits.get(modality, DEFAULT_LIMIT if modality in self.arch.modalities else 0)
+        if count > limit:
+            raise InvalidRequest(
+                f"At most {limit} {modality}(s) may be provided in one prompt. (parameter={modality})",
+                param=modality,
+            )
+        spec = part.get(str(kind))
+        url = spec.get("url") if isinstance(spec, dict) else spec
+        uuid = part.get("uuid")
+        if url is not None and not isinstance(url, str):
+            raise InvalidRequest(f"{kind}.url must be a string", param=f"{where}.{kind}.url")
+        if uuid is not None and not isinstance(uuid, str):
+            raise InvalidRequest("uuid must be a string", param=f"{where}.uuid")
+        if url is None and uuid is None:
+            raise InvalidRequest(f"{kind} needs a url (or a uuid seen before)", param=f"{where}.{kind}")
+        self.parts.append(MediaPart(modality, url, uuid, where))
+        return modality
+
+    def placeholder(self, modality: str) -> str:
+        """The placeholder text a ``string``-format template gets for one item."""
+        token = self.arch.image_token if modality == "image" else self.arch.video_token
+        return f"{self.arch.vision_start}{token}{self.arch.vision_end}"
+
+
+@dataclass(frozen=True, slots=True)
+class Processed:
+    """One processed item, ready to send: its hash, placeholder replacement and encodings."""
+
+    modality: str
+    mm_hash: str
+    replacement: tuple[int, ...]
+    pad_token: int
+    kwargs_b64: str
+    metadata_b64: str | None
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held (cache accounting)."""
+        return len(self.kwargs_b64) + len(self.metadata_b64 or "") + 8 * len(self.replacement) + 200
+
+
+@dataclass(frozen=True)
+class MultimodalState:
+    """Per (model, settings): the family, the fetch policy and the processed-item cache."""
+
+    arch: VisionArch
+    policy: FetchPolicy
+    cache: ByteBoundedCache[Processed]
+    model_id: str
+    token_ids: dict[str, int]
+
+
+_STATES: dict[tuple[int, int], tuple[Any, Any, MultimodalState | None]] = {}
+"""(id(bundle), id(settings)) → (bundle, settings, state); the objects are held so the ids stay theirs."""
+_LOCK = threading.Lock()
+
+
+def state_for(bundle: ModelBundle, settings: Settings) -> MultimodalState | None:
+    """The multimodal state of a served model, ``None`` for a text-only model (built once)."""
+    key = (id(bundle), id(settings))
+    entry = _STATES.get(key)
+    if entry is not None:
+        return entry[2]
+    with _LOCK:
+        if key not in _STATES:
+            _STATES[key] = (bundle, settings, _new_state(bundle, settings))
+    return _STATES[key][2]
+
+
+def _new_state(bundle: ModelBundle, settings: Settings) -> MultimodalState | None:
+    arch = arch_for(bundle.config, bundle.root)
+    if arch is None:
+        return None
+    vocab = bundle.added_vocab
+    policy = FetchPolicy(
+        settings.allowed_local_media_path,
+        tuple(settings.allowed_media_domains),
+        settings.allow_private_media_urls,
+        settings.media_fetch_timeout,
+        settings.media_max_bytes,
+        settings.media_max_redirects,
+    )
+    tokens = {
+        name: vocab[name] for name in (arch.image_token, arch.video_token, arch.vision_start, arch.vision_end)
+    }
+    cache: ByteBoundedCache[Processed] = ByteBoundedCache(settings.mm_cache_bytes, lambda p: p.nbytes)
+    return MultimodalState(arch, policy, cache, bundle.root, tokens)
+
+
+def collector(bundle: ModelBundle, settings: Settings) -> MediaCollector | None:
+    """A fresh collector for one request, ``None`` for a text-only model."""
+    state = state_for(bundle, settings)
+    return None if state is None else MediaCollector(state.arch, dict(settings.limit_mm_per_prompt))
+
+
+# ---------------------------------------------------------------------------------------------
+# per-request kwargs
+
+
+def request_kwargs(settings: Settings, extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The request's ``(mm_processor_kwargs, media_io_kwargs)``, refused unless trusted.
+
+    Raises:
+        InvalidRequest: present without ``--trust-request-mm-kwargs`` (upstream text), not objects.
+    """
+    mm = extra.get("mm_processor_kwargs") or {}
+    io_kw = extra.get("media_io_kwargs") or {}
+    if not isinstance(mm, dict):
+        raise InvalidRequest("mm_processor_kwargs must be an object", param="mm_processor_kwargs")
+    if not isinstance(io_kw, dict) or not all(isinstance(v, dict) for v in io_kw.values()):
+        raise InvalidRequest("media_io_kwargs must map a modality to an object", param="media_io_kwargs")
+    if not settings.trust_request_mm_kwargs:
+        if mm:
+            raise InvalidRequest(
+                "Per-request mm_processor_kwargs are disabled by default because they can change "
+                "multimodal preprocessing resource usage. Start the server with --trust-request-mm-kwargs "
+                "only when clients are trusted. (parameter=mm_processor_kwargs)",
+                param="mm_processor_kwargs",
+            )
+        if io_kw:
+            raise InvalidRequest(
+                "Per-request media_io_kwargs are disabled by default because they can change multimodal "
+                "media loading resource usage. Start the server with --trust-request-mm-kwargs only when "
+                "clients are trusted. (parameter=media_io_kwargs)",
+                param="media_io_kwargs",
+            )
+    return mm, io_kw
+
+
+_SCOPED = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
+
+
+def _scoped(kwargs: dict[str, Any], modality: str) -> dict[str, Any]:
+    """Kwargs that apply to ``modality``: unscoped keys plus its own ``<modality>s_kwargs``."""
+    out = {k: v for k, v in kwargs.items() if k not in _SCOPED.values()}
+    own = kwargs.get(_SCOPED[modality])
+    return {**out, _SCOPED[modality]: own} if isinstance(own, dict) else out
+
+
+def _pixel_bounds(arch: VisionArch, modality: str, kwargs: dict[str, Any]) -> tuple[int, int]:
+    lo, hi = (
+        (arch.image_min_pixels, arch.image_max_pixels)
+        if modality == "image"
+        else (arch.video_min_pixels, arch.video_max_pixels)
+    )
+    flat = {**kwargs, **(kwargs.get(_SCOPED[modality]) or {})}
+    raw_size = flat.get("size")
+    size: dict[str, Any] = raw_size if isinstance(raw_size, dict) else {}
+    try:
+        lo = int(flat.get("min_pixels", size.get("shortest_edge", lo)))
+        hi = int(flat.get("max_pixels", size.get("longest_edge", hi)))
+    except (TypeError, ValueError):
+        raise InvalidRequest(
+            "min_pixels / max_pixels must be integers", param="mm_processor_kwargs"
+        ) from None
+    if not 0 < lo <= hi:
+        raise InvalidRequest("need 0 < min_pixels <= max_pixels", param="mm_processor_kwargs")
+    return lo, hi
+
+
+# ---------------------------------------------------------------------------------------------
+# processing one item
+
+Outcome = tuple[list[int], dict[str, serde.Field], tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemSpec:
+    """What decides one item's processing and hash (the cache key covers all of it)."""
+
+    modality: str
+    data: bytes
+    proc: dict[str, Any]  # merged processor kwargs, scoped to the modality
+    io_kw: dict[str, Any]  # merged media-io kwargs of the modality
+    factors: dict[str, Any]  # hash factors (request processor kwargs, media-io kwargs)
+
+
+def _key(spec: ItemSpec, algorithm: str) -> str:
+    import orjson
+
+    tail = orjson.dumps([spec.proc, spec.io_kw, spec.factors, algorithm], option=orjson.OPT_SORT_KEYS)
+    return f"{spec.modality}:{blake3.blake3(spec.data).hexdigest()}:{blake3.blake3(tail).hexdigest()[:32]}"
+
+
+def _image(state: MultimodalState, spec: ItemSpec, settings: Settings) -> tuple[str, Outcome]:
+    arch = state.arch
+    background = tuple(spec.io_kw.get("rgba_background_color", image.RGBA_BACKGROUND))
+    img, converted = image.decode_image(spec.data, settings.max_image_pixels, background)
+    io_config = {"image_mode": "RGB", "rgba_background_color": background} if converted else None
+    mm_hash = hashing.hash_item(
+        settings.mm_hasher_algorithm,
+        state.model_id,
+        "image",
+        hashing.EncodedImage(spec.data, io_config),
+        spec.factors,
+    )
+    lo, hi = _pixel_bounds(arch, "image", spec.proc)
+    pixels, grid = image.process_image(img, arch, lo, hi)
+    n = pixels.shape[0] // (arch.merge_size**2)
+    fields = {
+        "pixel_values": serde.Field(pixels, "flat", False, [[[0, pixels.shape[0], None]]]),
+        "image_grid_thw": serde.Field(np.array(grid, dtype=np.int64), "batched", True),
+    }
+    return mm_hash, ([state.token_ids[arch.image_token]] * n, fields, ("image_grid_thw",))
+
+
+def _video(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer: Any) -> tuple[str, Outcome]:
+    arch = state.arch
+    decoded = video.decode_video(spec.data, arch, settings.max_image_pixels, spec.io_kw)
+    meta = video.hash_metadata(decoded)
+    frames_or_bytes: Any = decoded.frames if decoded.frames.nbytes < len(spec.data) else spec.data
+    mm_hash = hashing.hash_item(
+        settings.mm_hasher_algorithm,
+        state.model_id,
+        "video",
+        (hashing.EncodedVideo(frames_or_bytes, meta), meta),
+        spec.factors,
+    )
+    lo, hi = _pixel_bounds(arch, "video", spec.proc)
+    pixels, grid, stamps = video.process_video(decoded, arch, lo, hi)
+    per_group = grid[1] * grid[2] // (arch.merge_size**2)
+    pad = state.token_ids[arch.video_token]
+    pv = serde.Field(pixels, "flat", False, [[[0, pixels.shape[0], None]]])
+    thw = serde.Field(np.array(grid, dtype=np.int64), "batched", True)
+    if arch.video_mode == "timestamps":
+        replacement: list[int] = []
+        for t in stamps:
+            replacement += tokenizer.encode(f"<{t:.1f} seconds>", add_special_tokens=False)
+            replacement += [
+                state.token_ids[arch.vision_start],
+                *[pad] * per_group,
+                state.token_ids[arch.vision_end],
+            ]
+        fields = {
+            "pixel_values_videos": pv,
+            "video_grid_thw": thw,
+            "timestamps": serde.Field([float(t) for t in stamps], "batched", True),
+        }
+        return mm_hash, (replacement, fields, ("video_grid_thw", "timestamps"))
+    fps = float(spec.io_kw.get("fps", arch.video_fps))
+    seconds = serde.bfloat16(np.array(arch.temporal_patch_size / fps, dtype=np.float32))
+    fields = {
+        "pixel_values_videos": pv,
+        "video_grid_thw": thw,
+        "second_per_grid_ts": serde.Field(seconds, "batched", True),
+    }
+    return mm_hash, ([pad] * (per_group * grid[0]), fields, ("video_grid_thw", "second_per_grid_ts"))
+
+
+def _process(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer: Any) -> Processed:
+    """The processed item, from the cache when the same bytes were processed the same way."""
+    key = _key(spec, settings.mm_hasher_algorithm)
+    hit = state.cache.get(key)
+    if hit is not None:
+        return hit
+    if spec.modality == "image":
+        mm_hash, (replacement, fields, meta_names) = _image(state, spec, settings)
+    else:
+        mm_hash, (replacement, fields, meta_names) = _video(state, spec, settings, tokenizer)
+    meta = {k: fields[k] for k in meta_names}
+    processed = Processed(
+        spec.modality,
+        mm_hash,
+        tuple(replacement),
+        state.token_ids[state.arch.image_token if spec.modality == "image" else state.arch.video_token],
+        serde.encode_item(fields),
+        serde.encode_item(meta) if meta else None,
+    )
+    state.cache.put(key, processed)
+    return processed
+
+
+@dataclass(frozen=True, slots=True)
+class MediaResult:
+    """The processed items of one prompt, in prompt order, with their reported hashes."""
+
+    items: list[Processed]
+    hashes: list[str]
+
+
+def process_parts(
+    bundle: ModelBundle, settings: Settings, parts: list[MediaPart], extra: dict[str, Any]
+) -> MediaResult:
+    """Load, hash and process each media part (cached by content and settings).
+
+    A ``uuid`` on a part is its reported hash when there are no hash factors (else the uuid is
+    hashed with them, as upstream); a part with a uuid and no URL must have been seen before.
+
+    Raises:
+        InvalidRequest: untrusted kwargs, a bad URL / file / image / video, a uuid-only item not
+            seen before; MediaFetchFailed (502) when an http(s) fetch fails.
+    """
+    state = state_for(bundle, settings)
+    assert state is not None
+    req_proc, req_io = request_kwargs(settings, extra)
+    items, hashes = [], []
+    for part in parts:
+        proc = _scoped({**settings.mm_processor_kwargs, **req_proc}, part.modality)
+        io_kw = {**(settings.media_io_kwargs.get(part.modality) or {}), **(req_io.get(part.modality) or {})}
+        factors: dict[str, Any] = {}
+        if _scoped(req_proc, part.modality):
+            factors["mm_processor_kwargs"] = _scoped(req_proc, part.modality)
+        if io_kw:
+            factors["media_io_kwargs"] = {part.modality: io_kw}
+        reported = None
+        if part.uuid is not None:
+            reported = (
+                part.uuid
+                if not factors
+                else hashing.hash_item(
+                    settings.mm_hasher_algorithm, state.model_id, part.modality, part.uuid, factors
+                )
+            )
+        if part.url is None:
+            hit = state.cache.get(reported or "", alias=True)
+            if hit is None:
+                data_name = "images" if part.modality == "image" else f"{part.modality}s"
+                raise InvalidRequest(
+                    f"Failed to apply {state.arch.processor_name} on data={{'{data_name}': [None]}} with "
+                    "kwargs={}: the item was sent as uuid only and is not in the processed-media cache",
+                    param=part.where,
+                )
+            items.append(hit)
+            hashes.append(reported or hit.mm_hash)
+            continue
+        spec = ItemSpec(part.modality, load_url(part.url, state.policy), proc, io_kw, factors)
+        processed = _process(state, spec, settings, bundle.tokenizer)
+        if reported is not None:
+            state.cache.put(_key(spec, settings.mm_hasher_algorithm), processed, alias=reported)
+        items.append(processed)
+        hashes.append(reported or processed.mm_hash)
+    return MediaResult(items, hashes)
+
+
+# ---------------------------------------------------------------------------------------------
+# placeholders and features
+
+
+def expand(token_ids: list[int], result: MediaResult) -> tuple[list[int], dict[str, list[dict[str, int]]]]:
+    """Replace the template's single pad token of each item (prompt order per modality) by the
+    item's replacement; ``mm_placeholders`` per modality (``offset`` into the new ids, ``length``).
+
+    Raises:
+        InvalidRequest: the template did not emit one placeholder per item.
+    """
+    queues: dict[int, list[Processed]] = {}
+    for item in result.items:
+        queues.setdefault(item.pad_token, []).append(item)
+    out: list[int] = []
+    places: dict[str, list[dict[str, int]]] = {}
+    for tid in token_ids:
+        queue = queues.get(tid)
+        if queue:
+            item = queue.pop(0)
+            places.setdefault(item.modality, []).append({"offset": len(out), "length": len(item.replacement)})
+            out.extend(item.replacement)
+        else:
+            out.append(tid)
+    if any(queues.values()):
+        raise InvalidRequest(
+            "the chat template did not place every image/video of the messages", param="messages"
+        )
+    return out, places
+
+
+def features(result: MediaResult, places: dict[str, list[dict[str, int]]], payload: str) -> dict[str, Any]:
+    """The ``features`` object (reference §2); ``payload`` ``"none"`` leaves out the tensors."""
+    hashes: dict[str, list[str]] = {}
+    kwargs: dict[str, list[str | None]] = {}
+    meta: dict[str, list[str | None]] = {}
+    for item, mm_hash in zip(result.items, result.hashes, strict=True):
+        hashes.setdefault(item.modality, []).append(mm_hash)
+        kwargs.setdefault(item.modality, []).append(item.kwargs_b64)
+        meta.setdefault(item.modality, []).append(item.metadata_b64)
+    with_tensors = payload != "none"
+    return {
+        "mm_hashes": hashes,
+        "mm_placeholders": places,
+        "kwargs_data": kwargs if with_tensors else None,
+        "mm_metadata": meta
+        if with_tensors and any(v is not None for m in meta.values() for v in m)
+        else None,
+    }

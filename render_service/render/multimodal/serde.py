@@ -1,0 +1,158 @@
+"""``kwargs_data`` / ``mm_metadata`` items: msgpack + base64 as vLLM 0.33 writes them
+(``mm_serde.encode_mm_kwargs_item`` over ``MsgpackEncoder``; reference multimodal.md §3).
+
+One item is a msgpack map, in the processor's field order, ``{name: {"data": DATA, "field":
+[FACTORY, {...}]}}``; a tensor is ``[dtype_name, shape, ExtType(3, raw C-order bytes)]``, a float
+list stays a plain list. :func:`decode_item` reads the same layout back (tests, and clients that
+want the tensors).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+import pybase64
+
+RAW_VIEW = 3
+"""msgpack ext type of an inline tensor buffer (vLLM ``CUSTOM_TYPE_RAW_VIEW``)."""
+
+_DTYPES = {
+    "uint8": np.uint8,
+    "int64": np.int64,
+    "float32": np.float32,
+    "float64": np.float64,
+    "int32": np.int32,
+    "float16": np.float16,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BFloat16:
+    """A bfloat16 tensor given as its raw 2-byte words (numpy has no bfloat16)."""
+
+    words: np.ndarray  # uint16, any shape (0-d allowed)
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One processed field: ``data`` (ndarray, :class:`BFloat16`, float list) and its factory.
+
+    ``kind``: ``"batched"`` or ``"flat"`` (with ``slices`` ``[[start, stop, None]]`` over ``dim``).
+    """
+
+    data: Any
+    kind: str
+    keep_on_cpu: bool
+    slices: list[list[Any]] | None = None
+    dim: int = 0
+
+
+def bfloat16(values: np.ndarray) -> BFloat16:
+    """Round float32 values to bfloat16 (round-to-nearest-even, as torch ``.to(bfloat16)``)."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return BFloat16(rounded.astype(np.uint16))
+
+
+def _tensor(data: Any) -> Any:
+    if isinstance(data, BFloat16):
+        w = data.words
+        return ["bfloat16", list(w.shape), msgpack.ExtType(RAW_VIEW, w.astype("<u2").tobytes())]
+    if isinstance(data, np.ndarray):
+        little = data if data.dtype.byteorder in "<|=" else data.astype(data.dtype.newbyteorder("<"))
+        return [data.dtype.name, list(data.shape), msgpack.ExtType(RAW_VIEW, little.tobytes(order="C"))]
+    if isinstance(data, list):
+        return [_tensor(d) for d in data]
+    return data
+
+
+def _factory(f: Field) -> list[Any]:
+    if f.kind == "flat":
+        return ["flat", {"keep_on_cpu": f.keep_on_cpu, "slices": f.slices, "dim": f.dim}]
+    return ["batched", {"keep_on_cpu": f.keep_on_cpu}]
+
+
+SPLICE_BYTES = 1 << 16
+"""Tensors at least this large are written once into the output buffer instead of being copied
+by ``tobytes`` and again by msgpack (a 4000×3000 image is 72 MB of patches)."""
+
+
+def encode_item(fields: dict[str, Field]) -> str:
+    """base64 (standard, padded) of one item's msgpack document, byte-identical to vLLM's."""
+    large: dict[bytes, np.ndarray] = {}
+    doc = {}
+    for name, f in fields.items():
+        data = f.data
+        if isinstance(data, np.ndarray) and data.nbytes >= SPLICE_BYTES and data.dtype.byteorder in "<|=":
+            marker = b"\x00mm-splice_" + len(large).to_bytes(5, "little")  # 16 bytes → fixext16
+            large[marker] = np.ascontiguousarray(data)
+            doc[name] = {"data": [data.dtype.name, list(data.shape), msgpack.ExtType(RAW_VIEW, marker)],
+                         "field": _factory(f)}
+        else:
+            doc[name] = {"data": _tensor(data), "field": _factory(f)}
+    packed = msgpack.packb(doc, use_bin_type=True)
+    if not large:
+        return str(pybase64.b64encode_as_string(packed))
+    pieces: list[tuple[bytes, np.ndarray | None]] = []
+    rest = packed
+    for marker, arr in large.items():
+        head, sep, rest = rest.partition(bytes([0xD8, RAW_VIEW]) + marker)
+        assert sep, "splice marker not found"
+        pieces.append((head + b"\xc9" + arr.nbytes.to_bytes(4, "big") + bytes([RAW_VIEW]), arr))
+    pieces.append((rest, None))
+    out = bytearray(sum(len(h) + (a.nbytes if a is not None else 0) for h, a in pieces))
+    pos = 0
+    for head, tensor in pieces:
+        out[pos:pos + len(head)] = head
+        pos += len(head)
+        if tensor is not None:
+            out[pos:pos + tensor.nbytes] = tensor.reshape(-1).view(np.uint8).data
+            pos += tensor.nbytes
+    return str(pybase64.b64encode_as_string(out))
+
+
+def _decode_data(data: Any) -> Any:
+    if (
+        isinstance(data, list)
+        and len(data) == 3
+        and isinstance(data[0], str)
+        and isinstance(data[2], msgpack.ExtType)
+    ):
+        if data[2].code != RAW_VIEW:
+            raise ValueError(f"unsupported msgpack ext type {data[2].code}")
+        if data[0] == "bfloat16":
+            return BFloat16(np.frombuffer(data[2].data, dtype="<u2").reshape(data[1]))
+        return np.frombuffer(data[2].data, dtype=np.dtype(_DTYPES[data[0]]).newbyteorder("<")).reshape(
+            data[1]
+        )
+    if isinstance(data, list):
+        return [_decode_data(d) for d in data]
+    return data
+
+
+def decode_item(b64: str) -> dict[str, Field]:
+    """Read one ``kwargs_data`` / ``mm_metadata`` entry back into fields.
+
+    Raises:
+        ValueError: not base64/msgpack, an unknown dtype or ext type, or an unknown factory.
+    """
+    try:
+        doc = msgpack.unpackb(pybase64.b64decode(b64, validate=True), raw=False, strict_map_key=False)
+    except Exception as exc:
+        raise ValueError(f"not a msgpack item: {exc}") from None
+    out = {}
+    for name, spec in doc.items():
+        kind, opts = spec["field"]
+        if kind not in ("batched", "flat"):
+            raise ValueError(f"unknown field factory {kind!r}")
+        out[name] = Field(
+            _decode_data(spec["data"]),
+            kind,
+            bool(opts["keep_on_cpu"]),
+            opts.get("slices"),
+            int(opts.get("dim", 0)),
+        )
+    return out

@@ -1,0 +1,150 @@
+"""Video decode (PyAV, optional extra ``video``), frame sampling and patching as vLLM 0.33's
+Qwen-VL video backends and HF video processors do (reference multimodal.md §4, §5).
+
+Sampling (vLLM ``Qwen3VLVideoBackend`` / ``Qwen2VLVideoBackend``): Qwen3-VL takes
+``n = clamp(int(total / fps_src * fps), min_frames, min(max_frames, total))`` indices
+``round(linspace(0, total-1, n))``; Qwen2.5-VL takes ``n = total / fps_src * fps`` clamped to
+``[min_frames, max_frames]`` (both rounded down to the temporal patch) and indices
+``int(arange(0, total, total / n))`` in float32.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from ...errors import InvalidRequest
+from .image import patchify, resize, smart_resize
+from .registry import VisionArch
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedVideo:
+    """Sampled RGB frames ``[n, H, W, 3]`` uint8 and the source facts."""
+
+    frames: np.ndarray
+    total_frames: int
+    fps: float
+    indices: list[int]
+
+    @property
+    def duration(self) -> float:
+        """Seconds, ``total_frames / fps`` (as vLLM's metadata)."""
+        return self.total_frames / self.fps if self.fps > 0 else 0.0
+
+
+def sample_indices(arch: VisionArch, total: int, fps_src: float, fps: float) -> list[int]:
+    """Indices of the frames the model sees (module docstring)."""
+    if arch.video_mode == "timestamps":
+        src = fps_src if fps_src > 0 else 24.0
+        n = int(total / src * min(fps, 30))
+        n = min(max(n, arch.video_min_frames), min(arch.video_max_frames, 768), total)
+        return [int(i) for i in np.linspace(0, total - 1, n).round().astype(int)]
+    if fps_src <= 0:
+        raise InvalidRequest(
+            "Qwen2-VL video sampling needs a known source fps, but the container "
+            "reported 0 (variable or unknown frame rate)."
+        )
+    tp = arch.temporal_patch_size
+    cap = math.floor(min(arch.video_max_frames, 768, total) / tp) * tp
+    wanted = total / fps_src * min(fps, 30)
+    n = math.floor(min(max(wanted, arch.video_min_frames), cap, total) / tp) * tp
+    if n <= 0:
+        raise InvalidRequest("the video has too few frames")
+    step = np.float32(total / n)
+    idx = np.arange(0, total, step, dtype=np.float32).astype(np.int32)
+    return [min(int(i), total - 1) for i in idx]
+
+
+def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict[str, Any]) -> DecodedVideo:
+    """Decode ``data`` (any container FFmpeg reads) and keep the sampled frames.
+
+    ``io_kwargs``: ``--media-io-kwargs`` / request ``media_io_kwargs["video"]`` (``fps``;
+    ``num_frames`` only changes the hash for these families, as upstream).
+
+    Raises:
+        InvalidRequest: not a video, no video stream, a frame over the pixel budget, or PyAV not
+            installed (``pip install 'render-service[video]'``).
+    """
+    try:
+        import av
+    except ImportError:
+        raise InvalidRequest("video input needs PyAV: pip install 'render-service[video]'") from None
+    try:
+        with av.open(io.BytesIO(data), mode="r") as container:
+            stream: Any = next((s for s in container.streams if s.type == "video"), None)
+            if stream is None:
+                raise InvalidRequest("Failed to load video: no video stream")
+            if (stream.width or 0) * (stream.height or 0) > max_pixels:
+                raise InvalidRequest(
+                    f"Failed to load video: {stream.width}x{stream.height} frames exceed "
+                    f"the limit of {max_pixels} pixels (--max-image-pixels)"
+                )
+            fps_src = float(stream.average_rate) if stream.average_rate else 0.0
+            frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]  # type: ignore[union-attr,call-arg]
+    except InvalidRequest:
+        raise
+    except Exception as exc:
+        raise InvalidRequest(f"Failed to load video: {exc}") from None
+    if not frames:
+        raise InvalidRequest("Failed to load video: no frames")
+    fps = float(io_kwargs.get("fps", arch.video_fps))
+    indices = sample_indices(arch, len(frames), fps_src, fps)
+    return DecodedVideo(np.stack([frames[i] for i in indices]), len(frames), fps_src, indices)
+
+
+def hash_metadata(video: DecodedVideo) -> dict[str, Any]:
+    """The metadata vLLM hashes with a video (``create_hf_metadata``; backend named as vLLM's
+    default so the same file gives the same hash)."""
+    return {
+        "total_num_frames": video.total_frames,
+        "fps": video.fps,
+        "duration": video.duration,
+        "video_backend": "opencv",
+        "frames_indices": video.indices,
+        "do_sample_frames": len(video.indices) == video.total_frames,
+    }
+
+
+def process_video(
+    video: DecodedVideo, arch: VisionArch, min_pixels: int, max_pixels: int
+) -> tuple[np.ndarray, tuple[int, int, int], list[float]]:
+    """Frames → ``(pixel_values_videos [t·h·w, 3·2·P·P] uint8, video_grid_thw, timestamps)``;
+    ``timestamps`` are the mean source time of each temporal group (Qwen3-VL's ``<t seconds>``)."""
+    n, h, w, _ = video.frames.shape
+    tp = arch.temporal_patch_size
+    if arch.video_mode == "timestamps":
+        t_bar = math.ceil(n / tp) * tp
+        rh, rw = _video_resize(n, t_bar, h, w, arch.factor, min_pixels, max_pixels)
+    else:
+        rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
+    frames = np.stack([resize(Image.fromarray(f), rh, rw) for f in video.frames])
+    if n % tp:
+        frames = np.concatenate([frames, np.repeat(frames[-1:], tp - n % tp, axis=0)])
+    pixels, grid = patchify(frames, arch)
+    times = [i / video.fps for i in video.indices] if video.fps > 0 else [0.0] * n
+    times += [times[-1]] * (-len(times) % tp)
+    stamps = [(times[i] + times[i + 1]) / 2 for i in range(0, len(times), tp)]
+    return pixels, grid, stamps
+
+
+def _video_resize(
+    n: int, t_bar: int, h: int, w: int, factor: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
+    """Qwen3-VL's video ``smart_resize``: the pixel bounds apply to ``t_bar·h·w``."""
+    h_bar = round(h / factor) * factor
+    w_bar = round(w / factor) * factor
+    if t_bar * h_bar * w_bar > max_pixels:
+        beta = math.sqrt((n * h * w) / max_pixels)
+        h_bar = max(factor, math.floor(h / beta / factor) * factor)
+        w_bar = max(factor, math.floor(w / beta / factor) * factor)
+    elif t_bar * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (n * h * w))
+        h_bar = math.ceil(h * beta / factor) * factor
+        w_bar = math.ceil(w * beta / factor) * factor
+    return h_bar, w_bar

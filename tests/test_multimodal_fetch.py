@@ -1,0 +1,97 @@
+"""http(s) media loading (``render.multimodal.media.load_url``) against a real local HTTP server:
+streaming size cap, redirects (each target re-checked, bounded), HTTP errors as 502, and the
+non-public-address refusal that is the default."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from render_service.errors import InvalidRequest
+from render_service.render.multimodal.media import FetchPolicy, MediaFetchFailed, load_url, redact_paths
+
+PAYLOAD = b"\x89PNG" + bytes(range(256)) * 64
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server API
+        if self.path == "/img.png":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(PAYLOAD)))
+            self.end_headers()
+            self.wfile.write(PAYLOAD)
+        elif self.path.startswith("/hop/"):
+            left = int(self.path.rsplit("/", 1)[1])
+            self.send_response(302)
+            self.send_header("Location", "/img.png" if left == 0 else f"/hop/{left - 1}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path == "/chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for _ in range(8):
+                self.wfile.write(b"1000\r\n" + b"x" * 4096 + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+LOCAL = FetchPolicy(allow_private=True, timeout=5, max_redirects=3)
+
+
+def test_fetch_and_redirects(base: str) -> None:
+    assert load_url(f"{base}/img.png", LOCAL) == PAYLOAD
+    assert load_url(f"{base}/hop/2", LOCAL) == PAYLOAD  # 3 redirects: allowed
+    with pytest.raises(MediaFetchFailed, match="more than 3 redirects"):
+        load_url(f"{base}/hop/3", LOCAL)
+
+
+def test_errors_are_502_or_400(base: str) -> None:
+    with pytest.raises(MediaFetchFailed, match="HTTP 404") as err:
+        load_url(f"{base}/missing", LOCAL)
+    assert err.value.status_code == 502
+    small = FetchPolicy(allow_private=True, timeout=5, max_bytes=10_000)
+    with pytest.raises(InvalidRequest, match="larger than 10000 bytes"):
+        load_url(f"{base}/img.png", small)  # declared length
+    with pytest.raises(InvalidRequest, match="larger than 10000 bytes"):
+        load_url(f"{base}/chunked", small)  # counted while streaming
+    with pytest.raises(MediaFetchFailed):
+        load_url("http://127.0.0.1:9/none.png", LOCAL)  # connection refused
+
+
+def test_non_public_addresses_refused_by_default(base: str) -> None:
+    for url in (f"{base}/img.png", "http://10.0.0.1/a.png", "http://[fe80::1]/a.png", "http://0.0.0.0/a",
+                "http://[::ffff:127.0.0.1]/a"):
+        with pytest.raises(InvalidRequest, match="non-public address"):
+            load_url(url, FetchPolicy())
+    with pytest.raises(InvalidRequest, match="allowed domains"):
+        load_url(f"{base}/img.png", FetchPolicy(allowed_media_domains=("example.org",), allow_private=True))
+    with pytest.raises(InvalidRequest, match="either a HTTP, data or file URL"):
+        load_url("ftp://example.org/a.png", FetchPolicy())
+
+
+def test_data_and_file_urls(tmp_path: object) -> None:
+    assert load_url("data:image/png;base64,iVBORw==", FetchPolicy()) == b"\x89PNG"
+    with pytest.raises(InvalidRequest, match="Non-base64 digit found"):
+        load_url("data:image/png;base64,@@", FetchPolicy())
+    with pytest.raises(InvalidRequest, match="without `--allowed-local-media-path`"):
+        load_url("file:///etc/hostname", FetchPolicy())
+    assert redact_paths("The file path /tmp/x/../y.png must") == "The file path <path> must"
