@@ -1,6 +1,8 @@
 """The ``hotpaths`` section: **server CPU** per request over HTTP (``/proc`` ticks of every server
 process, one keep-alive connection, light client), measured interleaved in one run.
 
+CPU is read per thread from ``/proc/PID/task/TID/schedstat`` (ns), not from 10 ms ticks.
+
 * ``render chat_9k``: ``/v1/chat/completions/render`` of ../shared/bench/chat_9k.json with only
   the last message varied per request (earlier turns repeat, as in a conversation), for ours and,
   when ``RS_URL`` / ``PEER_URL`` are set, for ``vllm-rs render`` and ``vllm launch render``
@@ -83,12 +85,12 @@ def _send_all(url: str, requests: list[bytes], pids: list[int]) -> float:
     conn = light.Connection(url)
     try:
         conn.send(requests[0])  # warm the connection
-        cpu0 = light.proc_cpu_s(pids)
+        cpu0 = light.proc_cpu_ns_s(pids)
         for req in requests:
             status, data = conn.send(req)
             if status != 200:
                 raise RuntimeError(f"{url} answered {status}: {data[:160]!r}")
-        return (light.proc_cpu_s(pids) - cpu0) / len(requests) * 1e3
+        return (light.proc_cpu_ns_s(pids) - cpu0) / len(requests) * 1e3
     finally:
         conn.close()
 
@@ -106,7 +108,7 @@ def _stream(
             raise RuntimeError(f"{url} answered {status}: {data[:200]!r}")
         state = orjson.loads(data)["stream_state"]
         sent, sizes = [], []
-        cpu0 = light.proc_cpu_s(pids)
+        cpu0 = light.proc_cpu_ns_s(pids)
         for i in range(count):
             req = light.raw_request(url, path, later(i, state))
             status, data = conn.send(req)
@@ -115,7 +117,7 @@ def _stream(
             state = orjson.loads(data)["stream_state"]
             sent.append(req)
             sizes.append(len(data))
-        cpu = (light.proc_cpu_s(pids) - cpu0) / count * 1e3
+        cpu = (light.proc_cpu_ns_s(pids) - cpu0) / count * 1e3
         return cpu, sent, statistics.mean(sizes)
     finally:
         conn.close()
@@ -209,13 +211,13 @@ def chunk_rows(res: Any, ctx: Any) -> None:
     res.add("hotpaths", "later chunk server CPU, bare route (orjson parse, same-size answer)", b,
             note="same uvicorn stack and request bytes, interleaved with ours")
     res.add("hotpaths", "later chunk: ours / bare route", m / b, "x", TARGET_RATIO)
-    _per_token(res, "ours", ours.url, ours_pids, first, ids, None, tokens=240 if ctx.repeat >= 10 else 48)
+    _per_token(res, "ours", ours.url, ours_pids, first, ids, None, tokens=480 if ctx.repeat >= 10 else 48)
     peer_url = ctx.peer_url or os.environ.get("PEER_URL")
     if peer_url:
         pids, name = _listening_pids(peer_url), _peer_model(peer_url)
         if pids and name:
             _per_token(res, "vllm peer", peer_url, pids, lambda n: first(n, name), ids,
-                       (name, prompt_ids, request), tokens=32)
+                       (name, prompt_ids, request), tokens=64)
         else:
             res.skip("hotpaths", "per-token CPU, vllm peer", f"{peer_url}: no local process or /v1/models")
 

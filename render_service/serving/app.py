@@ -37,7 +37,7 @@ from ..errors import MalformedBody, RenderServiceError, error_body, to_error_bod
 from ..fingerprint import config_fingerprint
 from ..models import ModelBundle, load_bundle
 from ..settings import Settings
-from . import metrics
+from . import fastlane, metrics
 from . import openapi as openapi_bodies
 from .auth import ApiKeyAuth, ensure_stream_state_keys
 from .lifecycle import install_drain_handler, settings_from_env
@@ -188,6 +188,9 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
     post("/v1/responses/derender", derender.derender_responses)
     post("/tokenize", render.tokenize)
     post("/detokenize", render.detokenize)
+    fastlane.install(app, {"/v1/chat/completions/derender": derender.derender_chat,
+                           "/v1/completions/derender": derender.derender_completion},
+                     settings, limits, is_small_stream_chunk)
 
     if settings.engine_urls:  # gateway mode: OpenAI endpoints over tokens-only engines (README "Gateway")
         from .gateway import install_gateway

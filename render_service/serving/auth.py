@@ -82,7 +82,3 @@ def ensure_stream_state_keys(settings: Settings) -> Settings:
         )
     return settings
 
-
-def generate_key() -> str:
-    """A fresh random signing key (256 bits, URL-safe text)."""
-    return secrets.token_urlsafe(32)

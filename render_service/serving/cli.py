@@ -111,6 +111,8 @@ def add_gateway_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--engine-connect-timeout", type=float, default=d.engine_connect_timeout)
     serve.add_argument("--engine-max-connections", type=int, default=d.engine_max_connections,
                        help="kept-alive connections in the engine client pool")
+
+
 def add_multimodal_flags(serve: argparse.ArgumentParser) -> None:
     """Vision-language flags (names as ``vllm launch render``, plus this tier's safety limits)."""
     d = Settings()

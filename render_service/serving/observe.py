@@ -13,9 +13,10 @@ For every HTTP request (pure ASGI, so streamed bodies and early refusals are cov
 
 from __future__ import annotations
 
+import itertools
 import logging
+import secrets
 import time
-import uuid
 from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -28,6 +29,15 @@ FINGERPRINT_HEADER = "x-render-config-fingerprint"
 _MAX_ID_LEN = 128
 
 access_log = logging.getLogger(ACCESS_LOGGER)
+
+_ID_PREFIX = secrets.token_hex(8)
+_ID_COUNTER = itertools.count()
+
+
+def new_request_id() -> str:
+    """A fresh 32-hex request id: a random per-process prefix and a counter (unique per process
+    and, with 64 random bits, across processes; no system call per request, unlike uuid4)."""
+    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
 def client_request_id(scope: Scope) -> str | None:
@@ -59,7 +69,7 @@ class Observe:
             await self.app(scope, receive, send)
             return
         given = client_request_id(scope)
-        request_id = given or uuid.uuid4().hex
+        request_id = given or new_request_id()
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
         state["request_id_from_client"] = given is not None

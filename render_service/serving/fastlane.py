@@ -1,0 +1,168 @@
+"""The fast lane for later streaming derender chunks: one pure-ASGI step in front of the app.
+
+A later chunk (``stream_state`` set, no prompt ids, at most
+:data:`~render_service.serving.app.INLINE_CHUNK_TOKENS` ids) is the call a stream makes once per
+engine step, so its fixed cost sizes the CPU tier. Through the full stack it pays FastAPI's and
+Starlette's middleware, routing, dependency solving and response classes, several times the
+derender itself. The lane answers such a chunk directly, doing what that stack does for it and
+nothing else: the API-key check (:class:`.auth.ApiKeyAuth`), the body-size limit, the parsed-body
+limits (:func:`.limits.check_body`), the handler, the ``X-Request-Id`` and fingerprint headers,
+the request/latency/in-flight/token metrics and the access log line (:mod:`.observe`).
+
+Anything else, and any chunk whose handling raises (bad state, limits, validation, ...), goes to the
+full app with the already-read body replayed, so every error answer, status and metric is exactly
+the full stack's. The derender handlers are pure, so a retried failure has no side effect.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import metrics
+from .auth import ApiKeyAuth
+from .limits import BodyLimits, check_body
+from .observe import FINGERPRINT_HEADER, REQUEST_ID_HEADER, access_log, client_request_id, new_request_id
+
+Chunk = Callable[[Any], bool]
+Handler = Callable[[Any], Any]
+
+
+class FastLane:
+    """ASGI wrapper: later chunks on ``handlers``' paths answered here, the rest by ``app``.
+
+    ``handlers`` maps a path to ``body -> JSON-ready result``; ``is_chunk(body)`` says whether a
+    parsed body is a later small chunk; ``fingerprint()`` is the current fingerprint (``None``
+    while loading: the lane then stays out of the way).
+    """
+
+    def __init__(self, app: ASGIApp, handlers: dict[str, Handler], is_chunk: Chunk,
+                 limits: BodyLimits, max_body: int, api_keys: tuple[str, ...],
+                 fingerprint: Callable[[], str | None]) -> None:
+        self.app = app
+        self.handlers = handlers
+        self.is_chunk = is_chunk
+        self.limits = limits
+        self.max_body = max_body
+        self.auth = ApiKeyAuth(app, api_keys) if api_keys else None
+        self.fingerprint = fingerprint
+        self._children: dict[str, tuple[Any, Any, Any, Any]] = {}
+
+    def _metrics(self, path: str) -> tuple[Any, Any, Any, Any]:
+        hit = self._children.get(path)
+        if hit is None:
+            hit = (metrics.IN_FLIGHT.labels(path), metrics.REQUESTS.labels(path, "POST", "200"),
+                   metrics.LATENCY.labels(path, "POST", "200"), metrics.TOKENS_DERENDERED.labels(path))
+            self._children[path] = hit
+        return hit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        handler = self.handlers.get(scope.get("path", "")) if scope["type"] == "http" else None
+        fp = self.fingerprint() if handler is not None else None
+        if handler is None or fp is None or scope.get("method") != "POST" or scope.get("root_path"):
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        raw, stopped = await _read_body(receive, self.max_body)
+        result = self._answer(scope, handler, raw) if stopped is None else None
+        if result is None:
+            await self.app(scope, _replay(raw, stopped, receive), send)
+            return
+        payload, tokens = result
+        path = scope["path"]
+        in_flight, requests, latency, token_counter = self._metrics(path)
+        in_flight.inc()
+        given = client_request_id(scope)
+        request_id = given or new_request_id()
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": [
+                (b"content-length", str(len(payload)).encode()),
+                (b"content-type", b"application/json"),
+                (REQUEST_ID_HEADER.encode(), request_id.encode()),
+                (FINGERPRINT_HEADER.encode(), fp.encode()),
+            ]})
+            await send({"type": "http.response.body", "body": payload})
+        finally:
+            in_flight.dec()
+            elapsed = time.perf_counter() - start
+            requests.inc()
+            latency.observe(elapsed)
+            token_counter.inc(tokens)
+            if access_log.isEnabledFor(20):  # INFO
+                access_log.info("%s %s %d", "POST", path, 200, extra={
+                    "request_id": request_id, "method": "POST", "path": path, "status": 200,
+                    "duration_ms": round(elapsed * 1000, 3)})
+
+    def _answer(self, scope: Scope, handler: Handler, raw: bytes) -> tuple[bytes, int] | None:
+        """The answer bytes and token count, or ``None`` to leave the request to the full app."""
+        headers = Headers(scope=scope)
+        if self.auth is not None and not self.auth.authorized(headers):
+            return None
+        ctype = headers.get("content-type", "")
+        if ctype and not ctype.split(";")[0].strip().lower().endswith("json"):
+            return None
+        try:
+            body = orjson.loads(raw)
+            if not self.is_chunk(body):
+                return None
+            check_body(body, self.limits)
+            result = handler(body)
+            return orjson.dumps(result, option=orjson.OPT_NON_STR_KEYS), metrics.count_tokens(body)
+        except Exception:  # noqa: BLE001 - the full app answers every failure in its own shape
+            return None
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Message | None]:
+    """The request body read up to ``limit`` bytes, and ``None`` when it is complete, else the
+    message that stopped the read (a chunk past the limit, or a disconnect), to be replayed."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(parts), message
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if limit > 0 and size > limit:
+            return b"".join(parts), message
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts), None
+
+
+def _replay(raw: bytes, stopped: Message | None, receive: Receive) -> Receive:
+    """A ``receive`` that yields the already-read bytes (and the message that stopped the read),
+    then the original stream."""
+    queue: list[Message] = [{"type": "http.request", "body": raw, "more_body": stopped is not None}]
+    if stopped is not None:
+        queue.append(stopped)
+
+    async def replayed() -> Message:
+        if queue:
+            return queue.pop(0)
+        return await receive()
+
+    return replayed
+
+
+def install(app: Any, paths: dict[str, Callable[[Any, Any, Any], Any]], settings: Any,
+            limits: BodyLimits, is_chunk: Chunk) -> None:
+    """Put a :class:`FastLane` in front of the FastAPI ``app``'s whole middleware stack for the
+    derender ``paths`` (``path -> handler(bundle, settings, body)``)."""
+
+    def bound(handler: Callable[[Any, Any, Any], Any]) -> Handler:
+        return lambda body: handler(app.state.bundle, settings, body)
+
+    handlers = {path: bound(h) for path, h in paths.items()}
+    build = app.build_middleware_stack
+
+    def build_with_lane() -> ASGIApp:
+        return FastLane(build(), handlers, is_chunk, limits, settings.max_request_body_bytes,
+                        settings.api_keys, lambda: app.state.fingerprint)
+
+    setattr(app, "build_middleware_stack", build_with_lane)  # noqa: B010 - Starlette calls it once
