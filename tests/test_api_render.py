@@ -90,9 +90,9 @@ def test_error_shapes(qwen3):
             }
         ],
     }
-    with pytest.raises(RenderServiceError) as info:
+    with pytest.raises(RenderServiceError) as info:  # a text-only model: the chat render's 400
         _render(bundle, settings, "/v1/messages/render", image)
-    assert "image" in info.value.message and info.value.param == "messages.0.content.0.content.0"
+    assert "image_url" in info.value.message and info.value.status_code == 400
     with pytest.raises(RenderServiceError) as info:
         _render(
             bundle,
@@ -139,3 +139,34 @@ def test_disabled_thinking_effort_flag(qwen3):
     text = bundle.tokenizer.decode(auto["token_ids"])
     assert text.endswith("<think>\n\n</think>\n\n") and auto["reasoning_ended"] is True
     assert not bundle.tokenizer.decode(low["token_ids"]).endswith("</think>\n\n")
+
+
+def test_image_blocks_render_as_the_chat_form_on_a_vision_model():
+    """An Anthropic image block (base64 source) renders the same token ids and media hashes as the
+    chat request with the same image as a data: URL (vLLM ``_convert_image_source_to_url``); an
+    image inside a tool_result follows the tool message as a user message, as vLLM."""
+    import base64
+
+    from render_service.protocol.anthropic import AnthropicMessagesRequest
+    from render_service.render.anthropic import to_chat_request
+
+    folder = "Qwen--Qwen3-VL-2B-Instruct"
+    bundle, settings = bundle_for(folder), settings_for(folder)
+    data = base64.b64encode(shared_path("data", "media", "rgb_28x28.png").read_bytes()).decode()
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    part = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
+    text = {"type": "text", "text": "What is it?"}
+    ours = _render(bundle, settings, "/v1/messages/render",
+                   {"max_tokens": 10, "messages": [{"role": "user", "content": [block, text]}]})
+    chat = render_chat(bundle, settings, {"model": bundle.names[0], "max_tokens": 10,
+                                          "messages": [{"role": "user", "content": [part, text]}]})
+    assert ours["token_ids"] == chat["token_ids"]
+    assert ours["features"]["mm_hashes"] == chat["features"]["mm_hashes"]
+    request = AnthropicMessagesRequest.model_validate(
+        {"model": "m", "max_tokens": 10,
+         "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                    "content": [{"type": "text", "text": "seen"}, block]}]}]}
+    )
+    converted = to_chat_request(request, merge_system=False, disabled_effort="none")["messages"]
+    assert converted == [{"role": "tool", "tool_call_id": "t1", "content": "seen"},
+                         {"role": "user", "content": [part]}]

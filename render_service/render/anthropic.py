@@ -15,8 +15,10 @@ Conversion (as vLLM 0.33):
   content, or its text blocks joined with ``"\\n"``; ``is_error`` is not shown to the template),
   emitted before the rest of that user message; an assistant's ``tool_result`` → text
   ``"Tool result: ..."``.
-* ``image`` blocks (also inside ``tool_result``) → 400 until multimodal render lands: the one
-  switch is :func:`_image_part`.
+* ``image`` blocks → ``image_url`` parts (``base64`` sources as ``data:`` URLs, ``url`` sources
+  as given; vLLM ``_convert_image_source_to_url``), rendered by the multimodal render for vision
+  models (a 400 from it for text-only ones); images inside a user's ``tool_result`` follow the
+  ``tool`` message as a user message of their own, as vLLM.
 * ``tools`` (``input_schema`` → ``parameters``), ``tool_choice`` auto/any/tool/none →
   ``auto``/``required``/named/``none`` (tools without ``tool_choice`` → ``auto``),
   ``disable_parallel_tool_use`` → ``parallel_tool_calls: false``.
@@ -51,13 +53,22 @@ from .chat import render_chat
 
 BILLING_HEADER = "x-anthropic-billing-header"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
-IMAGES_REFUSED = "image content blocks are not supported yet by this render service (text only)"
-
-
 def _image_part(block: AnthropicContentBlock | dict[str, Any], where: str) -> dict[str, Any]:
-    """The chat content part of an Anthropic image block. The one place multimodal Messages
-    render switches on; until then a 400."""
-    raise InvalidRequest(IMAGES_REFUSED, param=where)
+    """The chat ``image_url`` part of an Anthropic image block: a ``url`` source as given, any
+    other (``base64``) as a ``data:`` URL with its ``media_type`` (default ``image/jpeg``), as vLLM
+    0.33 ``_convert_image_source_to_url``.
+
+    Raises:
+        InvalidRequest: the block has no ``source`` object.
+    """
+    source = block.get("source") if isinstance(block, dict) else block.source
+    if not isinstance(source, dict):
+        raise InvalidRequest("an image block needs a `source` object", param=f"{where}.source")
+    if source.get("type") == "url":
+        url = str(source.get("url", ""))
+    else:
+        url = f"data:{source.get('media_type', 'image/jpeg')};base64,{source.get('data', '')}"
+    return {"type": "image_url", "image_url": {"url": url}}
 
 
 # --- template probes (once per bundle and settings) ---------------------------------------------
@@ -127,19 +138,23 @@ def _system_text(content: str | list[AnthropicContentBlock]) -> str | None:
     return "".join(parts) if parts else None
 
 
-def _tool_result_text(block: AnthropicContentBlock, where: str) -> str:
+def _tool_result_content(
+    block: AnthropicContentBlock, where: str
+) -> tuple[str, list[dict[str, Any]]]:
+    """A ``tool_result``'s text (its text items joined by newlines) and its images as chat parts."""
     content = block.content
     if isinstance(content, str):
-        return content
+        return content, []
     texts: list[str] = []
+    images: list[dict[str, Any]] = []
     for j, item in enumerate(content or ()):
         if not isinstance(item, dict):
             continue
         if item.get("type") == "text":
             texts.append(str(item.get("text", "")))
         elif item.get("type") == "image":
-            _image_part(item, f"{where}.content.{j}")
-    return "\n".join(texts)
+            images.append(_image_part(item, f"{where}.content.{j}"))
+    return "\n".join(texts), images
 
 
 def _convert_blocks(
@@ -168,9 +183,11 @@ def _convert_blocks(
                 }
             )
         elif block.type == "tool_result":
-            text = _tool_result_text(block, at)
+            text, images = _tool_result_content(block, at)
             if role == "user":
                 out.append({"role": "tool", "tool_call_id": block.tool_use_id or "", "content": text})
+                if images:
+                    out.append({"role": "user", "content": images})
             else:
                 shown = str(block.content) if block.content else ""
                 parts.append({"type": "text", "text": f"Tool result: {shown}"})
