@@ -1,6 +1,7 @@
-"""Derender fills ParseContext.structured_output from the chat request (issue 9 item 4): with
-`response_format` / `structured_outputs` a Qwen3 answer without reasoning markers is content,
-over real HTTP (vLLM 0.33 makes it reasoning: README, Deliberate differences)."""
+"""Derender parser-side values over real HTTP. ParseContext.structured_output comes from the chat
+request (issue 9 item 4): with `response_format` / `structured_outputs` a Qwen3 answer without
+reasoning markers is content (vLLM 0.33 makes it reasoning: README, Deliberate differences); an
+EOS-only output has content "" or null as vLLM 0.33 gives (issue 8)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,16 @@ def test_structured_output_answer_is_content(serve, extra, want):
         {"index": 0, "finish_reason": "stop", "token_ids": JSON_IDS}]}}
     message = client.post("/v1/chat/completions/derender", json=body).json()["choices"][0]["message"]
     assert (message["content"], message["reasoning"]) == want
+
+
+@pytest.mark.parametrize(("kwargs", "want"), [
+    ({"enable_thinking": False}, ""),  # vLLM 0.33: content "" (identity parser, empty text)
+    ({}, None),  # vLLM 0.33: content null (still in reasoning)
+])
+def test_eos_only_output_content_as_vllm(serve, kwargs, want):
+    client = serve(reasoning_parser="qwen3", tool_call_parser="hermes", enable_auto_tool_choice=True)
+    chat = {"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": kwargs}
+    body = {"chat_request": chat, "generate_response": {"request_id": "chatcmpl-eos", "choices": [
+        {"index": 0, "finish_reason": "stop", "token_ids": [151645]}]}}
+    message = client.post("/v1/chat/completions/derender", json=body).json()["choices"][0]["message"]
+    assert (message["content"], message["reasoning"]) == (want, None)
