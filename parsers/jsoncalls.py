@@ -208,7 +208,7 @@ def _open_value(st: dict[str, Any], c: str, ev: list[Event]) -> str:
             return "bad"
         st.update(vk="name", pend_name="")
     elif key in st["ak"] and not st["has"]:
-        st.update(vk="args", has=True, sc=c not in '{["', ds=c == '"')
+        st.update(vk="args", has=True, sc=c not in '{["', ds=c == '"', ns=False, nx=False)
         if c not in "{[":  # objects/arrays commit once their first token is seen (_value)
             _maybe_commit(st, ev)
     else:
@@ -316,10 +316,39 @@ def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
     if st["vk"] == "name":
         st["pend_name"] += piece
     elif st["vk"] == "args":
+        if not st["sc"] and not st["ds"] and not st.get("fixed"):  # a bare arguments value: verbatim
+            piece = _normalise(st, piece)
         if st["sent"] and not st["sc"] and not st["ds"]:
             ev.append(("args", piece))
         else:
             st["pend"] += piece
+
+
+def _normalise(st: dict[str, Any], piece: str) -> str:
+    """Object/array arguments text re-spaced as ``json.dumps`` writes it (``", "`` and ``": "``
+    separators, no other whitespace outside strings), incrementally (``ns``: inside a string,
+    ``nx``: an escape pending), so streamed fragments join to what vLLM 0.33's batch
+    ``json.dumps(arguments, ensure_ascii=False)`` gives; string contents stay as generated."""
+    out: list[str] = []
+    for c in piece:
+        if st["ns"]:
+            if st["nx"]:
+                st["nx"] = False
+            elif c == "\\":
+                st["nx"] = True
+            elif c == '"':
+                st["ns"] = False
+            out.append(c)
+        elif c == '"':
+            st["ns"] = True
+            out.append(c)
+        elif c in _WS:
+            continue
+        elif c in ",:":
+            out.append(c + " ")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _value_done(st: dict[str, Any], ev: list[Event]) -> None:
@@ -362,7 +391,7 @@ def _string_object(raw: str) -> str:
         value = json.loads(text)
     except ValueError:
         return raw
-    return text if isinstance(value, dict) else raw
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else raw
 
 
 def _maybe_commit(st: dict[str, Any], ev: list[Event]) -> None:

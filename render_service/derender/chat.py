@@ -77,11 +77,17 @@ def derender_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[st
 # --- chat batch ---------------------------------------------------------------------------------
 
 
-def _message(out: StepOutput, chat: ChatRequestFields | None, parsed: bool) -> dict[str, Any]:
+def _message(
+    out: StepOutput, chat: ChatRequestFields | None, parsed: bool, in_content: bool = False
+) -> dict[str, Any]:
+    """``in_content``: the parser ended outside reasoning (or has no reasoning format); an empty
+    output then has content ``""`` as vLLM 0.33 gives (e.g. Qwen3 with ``enable_thinking: false``
+    and only EOS), while an output still in reasoning has content ``null``."""
     content: str | None = out.content
     if parsed:
         forced = chat is not None and (chat.tool_choice == "required" or isinstance(chat.tool_choice, dict))
-        content = out.content or ("" if forced else None)
+        empty = in_content and not out.reasoning and not out.tool_calls
+        content = out.content or ("" if forced or empty else None)
     message: dict[str, Any] = {
         "role": "assistant",
         "content": content,
@@ -127,7 +133,7 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
     )
     choices = []
     for choice in gen.choices:
-        out, _ = advance(
+        out, end_state = advance(
             pipe,
             start,
             choice.token_ids or (),
@@ -140,7 +146,10 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
         choices.append(
             {
                 "index": choice.index,
-                "message": _message(out, chat, pipe.parser is not None),
+                "message": _message(
+                    out, chat, pipe.parser is not None,
+                    pipe.parser is not None and pipe.parser.reasoning_ended(end_state.parser) is not False,
+                ),
                 "logprobs": out.logprobs,
                 "finish_reason": out.finish_reason,
                 "stop_reason": out.stop_reason,
