@@ -180,18 +180,23 @@ def chat_prompt(
     else:
         assert ct is not None
         add_gen = req.add_generation_prompt and not req.continue_final_message
+        own = req.chat_template_kwargs or {}  # vLLM hands `tools` / `documents` given here to the template
         text = render_chat_text(
             ct,
             conv,
-            tools=tools,
+            tools=tools if tools is not None else own.get("tools"),
             kwargs=kwargs,
             add_generation_prompt=add_gen,
             continue_final_message=req.continue_final_message,
             settings=settings,
-            documents=req.documents,
+            documents=req.documents if req.documents is not None else own.get("documents"),
         )
-        if (req.model_extra or {}).get("return_token_offsets") is True:
-            ids, offsets = tokenization.encode_prompt_with_offsets(bundle, text)
+        extra = req.model_extra or {}
+        special = extra.get("add_special_tokens") is True  # the tokenizer's BOS on top of the template's, as vLLM
+        if extra.get("return_token_offsets") is True:
+            ids, offsets = tokenization.encode_prompt_with_offsets(bundle, text, add_special_tokens=special)
+        elif special:
+            ids = tokenization.encode_text(bundle, text, add_special_tokens=True)
         else:
             ids = tokenization.encode_prompt(bundle, text)
     if not ids:

@@ -120,7 +120,7 @@ def _content(message: dict[str, Any], role: str, fmt: str, where: str) -> Any:
         raise InvalidRequest("content must be a string, a list of content parts or null", param=where)
     if fmt == "openai" and role != "tool":
         return [{"type": "text", "text": t} for t in texts]
-    return "\n".join(texts)
+    return "\n".join(t for t in texts if t)  # vLLM drops empty text parts before joining
 
 
 def _parse_arguments(raw: Any, where: str) -> Any:
@@ -144,6 +144,7 @@ def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             raise InvalidRequest("each tool call needs function.name", param=f"{where}.{j}.function")
+        check_tool_call_type(call, f"{where}.{j}")
         args = _parse_arguments(fn.get("arguments"), f"{where}.{j}.function.arguments")
         text = (
             fn.get("arguments")
@@ -153,6 +154,16 @@ def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict
         parsed.append({**call, "function": {**fn, "arguments": args}})
         raw.append({**call, "function": {**fn, "arguments": text}})
     return parsed, raw
+
+
+def check_tool_call_type(call: dict[str, Any], where: str) -> None:
+    """A history tool call must say its ``type`` (vLLM's message model requires it: 400).
+
+    Raises:
+        InvalidRequest: ``type`` missing.
+    """
+    if call.get("type") is None:
+        raise InvalidRequest("tool call `type` is required (e.g. \"function\")", param=f"{where}.type")
 
 
 def _alias_reasoning(message: dict[str, Any]) -> dict[str, Any]:
