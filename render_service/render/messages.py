@@ -124,16 +124,20 @@ def _content(message: dict[str, Any], role: str, fmt: str, where: str) -> Any:
 
 
 def _parse_arguments(raw: Any, where: str) -> Any:
-    if raw is None or raw == "":
+    """History ``arguments`` as the mapping templates expect. As vLLM 0.33: empty or absent →
+    ``{}``; a string that is not JSON, or JSON that is not an object, → ``{}`` (a malformed call in
+    the history must not make every later turn fail)."""
+    if not raw:
         return {}
-    if isinstance(raw, (dict, list)):
+    if isinstance(raw, dict):
         return raw
     if not isinstance(raw, str):
-        raise InvalidRequest("tool call arguments must be a JSON string", param=where)
+        return raw if isinstance(raw, dict) else {}
     try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise InvalidRequest(f"tool call arguments are not valid JSON: {exc}", param=where) from None
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -151,9 +155,18 @@ def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict
             if isinstance(fn.get("arguments"), str)
             else json.dumps(args, ensure_ascii=False)
         )
-        parsed.append({**call, "function": {**fn, "arguments": args}})
-        raw.append({**call, "function": {**fn, "arguments": text}})
+        parsed.append(_openai_order(call, {**fn, "arguments": args}))
+        raw.append(_openai_order(call, {**fn, "arguments": text}))
     return parsed, raw
+
+
+def _openai_order(call: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:
+    """A tool call with its keys in the OpenAI message type's field order, as vLLM validates it
+    (``id``, ``function``: ``arguments`` then ``name``, ``type``); templates that iterate or
+    ``tojson`` a call (Mistral) render that order."""
+    function = {"arguments": fn["arguments"], "name": fn["name"], **fn}
+    ordered = {k: call[k] for k in ("id",) if k in call}
+    return {**ordered, "function": function, **{k: v for k, v in call.items() if k not in ("id", "function")}}
 
 
 def check_tool_call_type(call: dict[str, Any], where: str) -> None:
