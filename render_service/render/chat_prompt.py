@@ -176,7 +176,9 @@ def chat_prompt(
         ids = check_ids(bundle, forwarded, "kv_transfer_params.prompt_token_ids")
     elif harmony.uses_harmony(bundle.config):  # gpt-oss: harmony, not the Jinja template (as vLLM)
         effort = settings.reasoning_effort_map.get(req.reasoning_effort or "", req.reasoning_effort)
-        ids = harmony.render_ids(req.messages, tools, reasoning_effort=effort, start_date=settings.system_start_date)
+        ids = harmony.render_ids(
+            req.messages, tools, reasoning_effort=effort, start_date=settings.system_start_date
+        )
     else:
         assert ct is not None
         add_gen = req.add_generation_prompt and not req.continue_final_message
@@ -192,7 +194,8 @@ def chat_prompt(
             documents=req.documents if req.documents is not None else own.get("documents"),
         )
         extra = req.model_extra or {}
-        special = extra.get("add_special_tokens") is True  # the tokenizer's BOS on top of the template's, as vLLM
+        # add_special_tokens: the tokenizer's BOS on top of the template's, as vLLM
+        special = extra.get("add_special_tokens") is True
         if extra.get("return_token_offsets") is True:
             ids, offsets = tokenization.encode_prompt_with_offsets(bundle, text, add_special_tokens=special)
         elif special:
