@@ -49,16 +49,20 @@ def test_every_vllm_launch_render_flag_is_accepted() -> None:
             continue
         argv += [name] if kind == "flag" else [name, "1"] if kind == "value" else [name, "a", "b"]
     # known flags that take typed values get valid ones
-    typed = {"--port": "8000", "--max-model-len": "128", "--max-logprobs": "5", "--default-chat-template-kwargs": "{}",
+    typed = {"--port": "8000", "--max-model-len": "128", "--max-logprobs": "5",
+             "--default-chat-template-kwargs": "{}",
              "--chat-template-content-format": "auto", "--reasoning-effort-map": "{}", "--log-format": "json"}
     for i, tok in enumerate(argv):
         if tok in typed and i + 1 < len(argv):
             argv[i + 1] = typed[tok]
     args = build_parser().parse_args(argv)
     assert args.model == "MODEL"
-    assert {"--max-num-seqs", "--trust-remote-code", "--tokenizer-mode", "-dp"} <= set(ignored_vllm_flags(args))
+    ignored = set(ignored_vllm_flags(args))
+    assert {"--max-num-seqs", "--trust-remote-code", "--tokenizer-mode", "-dp"} <= ignored
     settings = settings_from_args(
-        build_parser().parse_args(["serve", "M", "--tokenizer", "T", "--revision", "r1", "--max-num-seqs", "4"])
+        build_parser().parse_args(
+            ["serve", "M", "--tokenizer", "T", "--revision", "r1", "--max-num-seqs", "4"]
+        )
     )
     assert (settings.model, settings.tokenizer, settings.revision) == ("M", "T", "r1")
 

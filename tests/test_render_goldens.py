@@ -54,7 +54,9 @@ def _diff(ours: Any, theirs: Any, where: str = "") -> list[str]:
                 out += _diff(ours[key], theirs[key], f"{where}.{key}")
         return out
     if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
-        return [d for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) for d in _diff(a, b, f"{where}[{i}]")]
+        return [
+            d for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) for d in _diff(a, b, f"{where}[{i}]")
+        ]
     return [] if ours == theirs else [f"{where}: ours {ours!r} vLLM {theirs!r}"]
 
 
@@ -72,3 +74,50 @@ def test_render_equals_vllm(serve, config: str, row: dict[str, Any]) -> None:
     assert r.status_code == 200, r.text
     diffs = _diff(r.json(), row["response"])
     assert not diffs, "\n".join(diffs)
+
+
+def test_hermes_required_renders_a_structural_tag_and_derenders_the_native_calls(serve) -> None:
+    """``tool_choice: "required"`` on hermes: render holds the engine to ``<tool_call>`` calls (vLLM's
+    structural tag, recorded above) and derender parses what that constraint makes the model emit."""
+    import json as _json
+
+    client = serve(**_settings("qwen3"))
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
+    chat = {
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": tools,
+        "tool_choice": "required",
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
+    model = f"../shared/models/{CONFIGS['qwen3']['folder']}"
+    rendered = client.post("/v1/chat/completions/render", json={"model": model, **chat}).json()
+    tag = _json.loads(rendered["sampling_params"]["structured_outputs"]["structural_tag"])
+    begins = [t["begin"] for t in tag["format"]["tags"]]
+    assert begins[0] == '<tool_call>\n{"name": "get_weather", "arguments": '
+    output = begins[0] + '{"city": "Paris"}' + tag["format"]["tags"][0]["end"] + "<|im_end|>"
+    ids = client.post(
+        "/tokenize", json={"model": model, "prompt": output, "add_special_tokens": False}
+    ).json()
+    body = {
+        "model": model,
+        "chat_request": chat,
+        "prompt_token_ids": rendered["token_ids"],
+        "generate_response": {
+            "request_id": "chatcmpl-x",
+            "choices": [{"index": 0, "finish_reason": "stop", "token_ids": ids["tokens"]}],
+        },
+    }
+    r = client.post("/v1/chat/completions/derender", json=body)
+    assert r.status_code == 200, r.text
+    message = r.json()["choices"][0]["message"]
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    assert _json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
+    assert not message.get("content")

@@ -49,7 +49,8 @@ def _offsets(bundle: ModelBundle, req: CompletionRequest, i: int) -> list[tuple[
     """``return_token_offsets``: each prompt token's ``[start, end)`` character span in a text
     prompt (special tokens added by the tokenizer span ``[0, 0]``), as vLLM; ``None`` for id prompts
     or a truncated prompt."""
-    text = req.prompt if isinstance(req.prompt, str) else req.prompt[i] if isinstance(req.prompt, list) else ""
+    prompt = req.prompt
+    text = prompt if isinstance(prompt, str) else prompt[i] if isinstance(prompt, list) else ""
     if not isinstance(text, str) or req.truncate_prompt_tokens is not None:
         return None
     return tokenization.encode_prompt_with_offsets(bundle, text, add_special_tokens=req.add_special_tokens)[1]
