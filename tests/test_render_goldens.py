@@ -25,7 +25,30 @@ def _rows(config: str) -> list[dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
 
 
-CASES = [(config, row) for config in CONFIGS for row in _rows(config)]
+#: Cases where we still differ, listed in the README's "Deliberate differences": the tool-call
+#: structural tags of harmony, llama3_json and qwen3_coder are not reproduced yet.
+_TOOL_CONSTRAINT_CASES = (
+    "tool_choice_required",
+    "tool_choice_required_single",
+    "tool_choice_named",
+    "tools_strict_auto",
+    "tools_strict_required",
+    "required_with_response_format",
+)
+KNOWN_DIFFERENT = {(c, n) for c in ("gptoss", "llama", "coder") for n in _TOOL_CONSTRAINT_CASES}
+
+CASES = [
+    pytest.param(
+        config,
+        row,
+        id=f"{config}-{row['name']}",
+        marks=[pytest.mark.xfail(strict=True, reason="structural tag not reproduced (README)")]
+        if (config, row["name"]) in KNOWN_DIFFERENT
+        else [],
+    )
+    for config in CONFIGS
+    for row in _rows(config)
+]
 
 
 def _settings(config: str) -> dict[str, Any]:
@@ -60,7 +83,7 @@ def _diff(ours: Any, theirs: Any, where: str = "") -> list[str]:
     return [] if ours == theirs else [f"{where}: ours {ours!r} vLLM {theirs!r}"]
 
 
-@pytest.mark.parametrize(("config", "row"), CASES, ids=[f"{c}-{r['name']}" for c, r in CASES])
+@pytest.mark.parametrize(("config", "row"), CASES)
 def test_render_equals_vllm(serve, config: str, row: dict[str, Any]) -> None:
     client = serve(**_settings(config))
     # the request as sent to vLLM (the golden file stores it with sorted keys; key order matters
