@@ -11,7 +11,8 @@ import pytest
 from conftest import shared_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from render_helpers import TEMPLATE_MODEL_FOLDERS as MODEL_FOLDERS, assert_tokens_eq, bundle_for, pin_clock, reference_ids, settings_for
+from render_helpers import TEMPLATE_MODEL_FOLDERS as MODEL_FOLDERS
+from render_helpers import assert_tokens_eq, bundle_for, pin_clock, reference_ids, settings_for
 
 from render_service.render import chat_prompt, messages
 from render_service.errors import TemplateRenderError
