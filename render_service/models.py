@@ -120,7 +120,11 @@ def load_bundle(settings: Settings, tokenizer: Any = None) -> ModelBundle:
 
     root = settings.model_path
     if tokenizer is None:
-        tokenizer = AutoTokenizer.from_pretrained(root)
+        # --tokenizer / --tokenizer-revision / --revision as vLLM (the tokenizer revision defaults
+        # to the model's)
+        revision = settings.tokenizer_revision or settings.revision
+        pinned = {"revision": revision} if revision else {}
+        tokenizer = AutoTokenizer.from_pretrained(settings.tokenizer or root, **pinned)
     _drop_build_inputs(tokenizer)
     folder = Path(root)
     config = _read_json(folder / "config.json") if folder.is_dir() else {}

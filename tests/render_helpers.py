@@ -21,6 +21,9 @@ MODEL_FOLDERS = (
     "mistralai--Mistral-Nemo-Instruct-2407",
     "openai--gpt-oss-20b",
 )
+#: Folders whose prompts come from their chat template (gpt-oss is rendered through harmony as
+#: vLLM does: tests/test_render_goldens.py pins it against vLLM's recorded ids).
+TEMPLATE_MODEL_FOLDERS = tuple(f for f in MODEL_FOLDERS if f != "openai--gpt-oss-20b")
 
 
 def bundle_for(folder: str) -> ModelBundle:

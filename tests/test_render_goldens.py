@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, model_dir
 
 sys.path.insert(0, str(REPO / "tools"))
-from render_golden_cases import CONFIGS, START_DATE  # noqa: E402
+from render_golden_cases import CONFIGS, START_DATE, cases  # noqa: E402
 
 GOLDENS = REPO / "tests" / "goldens"
 
@@ -25,7 +25,30 @@ def _rows(config: str) -> list[dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
 
 
-CASES = [(config, row) for config in CONFIGS for row in _rows(config)]
+#: Cases where we still differ, listed in the README's "Deliberate differences": the tool-call
+#: structural tags of harmony, llama3_json and qwen3_coder are not reproduced yet.
+_TOOL_CONSTRAINT_CASES = (
+    "tool_choice_required",
+    "tool_choice_required_single",
+    "tool_choice_named",
+    "tools_strict_auto",
+    "tools_strict_required",
+    "required_with_response_format",
+)
+KNOWN_DIFFERENT = {(c, n) for c in ("gptoss", "llama", "coder") for n in _TOOL_CONSTRAINT_CASES}
+
+CASES = [
+    pytest.param(
+        config,
+        row,
+        id=f"{config}-{row['name']}",
+        marks=[pytest.mark.xfail(strict=True, reason="structural tag not reproduced (README)")]
+        if (config, row["name"]) in KNOWN_DIFFERENT
+        else [],
+    )
+    for config in CONFIGS
+    for row in _rows(config)
+]
 
 
 def _settings(config: str) -> dict[str, Any]:
@@ -54,14 +77,19 @@ def _diff(ours: Any, theirs: Any, where: str = "") -> list[str]:
                 out += _diff(ours[key], theirs[key], f"{where}.{key}")
         return out
     if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
-        return [d for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) for d in _diff(a, b, f"{where}[{i}]")]
+        return [
+            d for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) for d in _diff(a, b, f"{where}[{i}]")
+        ]
     return [] if ours == theirs else [f"{where}: ours {ours!r} vLLM {theirs!r}"]
 
 
-@pytest.mark.parametrize(("config", "row"), CASES, ids=[f"{c}-{r['name']}" for c, r in CASES])
+@pytest.mark.parametrize(("config", "row"), CASES)
 def test_render_equals_vllm(serve, config: str, row: dict[str, Any]) -> None:
     client = serve(**_settings(config))
-    body = {"model": f"../shared/models/{CONFIGS[config]['folder']}", **row["body"]}
+    # the request as sent to vLLM (the golden file stores it with sorted keys; key order matters
+    # to templates that print tool schemas)
+    sent = {name: body for name, _, body in cases(config)}.get(row["name"], row["body"])
+    body = {"model": f"../shared/models/{CONFIGS[config]['folder']}", **sent}
     r = client.post(row["path"], json=body, headers={"X-Request-Id": "golden"})
     if row["status"] != 200:
         assert r.status_code == row["status"], r.text
@@ -69,3 +97,50 @@ def test_render_equals_vllm(serve, config: str, row: dict[str, Any]) -> None:
     assert r.status_code == 200, r.text
     diffs = _diff(r.json(), row["response"])
     assert not diffs, "\n".join(diffs)
+
+
+def test_hermes_required_renders_a_structural_tag_and_derenders_the_native_calls(serve) -> None:
+    """``tool_choice: "required"`` on hermes: render holds the engine to ``<tool_call>`` calls (vLLM's
+    structural tag, recorded above) and derender parses what that constraint makes the model emit."""
+    import json as _json
+
+    client = serve(**_settings("qwen3"))
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
+    chat = {
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": tools,
+        "tool_choice": "required",
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
+    model = f"../shared/models/{CONFIGS['qwen3']['folder']}"
+    rendered = client.post("/v1/chat/completions/render", json={"model": model, **chat}).json()
+    tag = _json.loads(rendered["sampling_params"]["structured_outputs"]["structural_tag"])
+    begins = [t["begin"] for t in tag["format"]["tags"]]
+    assert begins[0] == '<tool_call>\n{"name": "get_weather", "arguments": '
+    output = begins[0] + '{"city": "Paris"}' + tag["format"]["tags"][0]["end"] + "<|im_end|>"
+    ids = client.post(
+        "/tokenize", json={"model": model, "prompt": output, "add_special_tokens": False}
+    ).json()
+    body = {
+        "model": model,
+        "chat_request": chat,
+        "prompt_token_ids": rendered["token_ids"],
+        "generate_response": {
+            "request_id": "chatcmpl-x",
+            "choices": [{"index": 0, "finish_reason": "stop", "token_ids": ids["tokens"]}],
+        },
+    }
+    r = client.post("/v1/chat/completions/derender", json=body)
+    assert r.status_code == 200, r.text
+    message = r.json()["choices"][0]["message"]
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    assert _json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
+    assert not message.get("content")

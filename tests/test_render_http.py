@@ -170,7 +170,8 @@ def test_tools_parse_context_and_history_count(serve):
 
 
 def test_required_and_named_tool_choice_set_json_schema(serve):
-    """``required`` / named tool_choice constrain the output with the tools' JSON schema."""
+    """``required`` / named tool_choice constrain the output: hermes with vLLM's structural tag of
+    ``<tool_call>`` calls (exactly one for a named tool; values recorded in tests/goldens)."""
     client = serve(**PARSERS)
     named = chat(
         client,
@@ -178,12 +179,12 @@ def test_required_and_named_tool_choice_set_json_schema(serve):
         tools=[WEATHER],
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
     ).json()
-    assert named["sampling_params"]["structured_outputs"] == {"json": WEATHER["function"]["parameters"]}
+    tag = json.loads(named["sampling_params"]["structured_outputs"]["structural_tag"])["format"]
+    assert tag["type"] == "tags_with_separator" and tag["stop_after_first"] is True
+    assert tag["tags"][0]["begin"] == '<tool_call>\n{"name": "get_weather", "arguments": '
     req = chat(client, messages=USER, tools=[WEATHER], tool_choice="required").json()
-    schema = req["sampling_params"]["structured_outputs"]["json"]
-    assert schema["type"] == "array" and schema["items"]["anyOf"][0]["properties"]["name"]["enum"] == [
-        "get_weather"
-    ]
+    tag = json.loads(req["sampling_params"]["structured_outputs"]["structural_tag"])["format"]
+    assert tag["at_least_one"] is True and tag["stop_after_first"] is False
 
 
 # ----------------------------------------------------------------------------- bug cases
@@ -323,13 +324,13 @@ def test_br62_unknown_role_is_400(serve):
                         "role": "assistant",
                         "content": None,
                         "tool_calls": [
-                            {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{bad"}}
+                            {"id": "a", "function": {"name": "f", "arguments": "{}"}}
                         ],
                     }
                 ]
             },
-            "not valid JSON",
-            "messages.0.tool_calls.0.function.arguments",
+            "`type` is required",
+            "messages.0.tool_calls.0.type",
         ),
         ({"messages": []}, "non-empty", "messages"),
         ({"top_logprobs": 5}, "logprobs", "top_logprobs"),
@@ -452,7 +453,7 @@ def test_template_kwargs_merge_and_reasoning_effort(serve):
     oss = serve(model=model_dir("openai--gpt-oss-20b"))
     out = chat(oss, messages=USER, reasoning_effort="high").json()
     assert "Reasoning: high" in decode(oss, out["token_ids"])
-    assert out["parse_context"]["chat_template_kwargs"]["reasoning_effort"] == "high"
+    assert out["parse_context"]["chat_template_kwargs"] == {}  # harmony: parsed without kwargs (vLLM)
 
 
 def test_real_client_leftovers_render(serve):

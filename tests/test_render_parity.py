@@ -11,7 +11,8 @@ import pytest
 from conftest import examples, shared_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from render_helpers import MODEL_FOLDERS, assert_tokens_eq, bundle_for, pin_clock, reference_ids, settings_for
+from render_helpers import TEMPLATE_MODEL_FOLDERS as MODEL_FOLDERS
+from render_helpers import assert_tokens_eq, bundle_for, pin_clock, reference_ids, settings_for
 
 from render_service.errors import TemplateRenderError
 from render_service.protocol.chat import ChatCompletionRequest
@@ -150,7 +151,6 @@ SAMPLED = {
     "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B": (54, 0, 6),
     "meta-llama--Llama-3.1-8B-Instruct": (60, 0, 0),
     "mistralai--Mistral-Nemo-Instruct-2407": (51, 9, 0),
-    "openai--gpt-oss-20b": (60, 0, 0),
 }
 
 

@@ -18,6 +18,8 @@ times (whitespace/newlines around the JSON allowed).
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..jsoncalls import JsonCalls
 from ..spec import BODY, CONTENT, DROP, FormatSpec, Transition
 
@@ -42,4 +44,7 @@ def hermes_spec(name: str, start: str = "<tool_call>", end: str = "</tool_call>"
     )
 
 
-SPEC = hermes_spec("hermes")
+# vLLM 0.33's hermes parser has a structural-tag model, so under `tool_choice` required/named the
+# engine is held to the native `<tool_call>` syntax (render sends that structural tag) and the
+# output is parsed natively, not as guided JSON.
+SPEC = dataclasses.replace(hermes_spec("hermes"), guided_json=False)

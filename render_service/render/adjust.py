@@ -11,22 +11,55 @@ others leave the request's value.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..protocol.chat import ChatCompletionRequest
 from ..settings import Settings
 
 #: vLLM reasoning parsers (engine adapters) whose ``adjust_request`` always keeps special tokens.
-REASONING_KEEPS_SPECIAL = frozenset({
-    "deepseek_v4", "gemma4", "glm45", "glm47", "kimi_k2", "kimi_k3", "minimax_m2",
-    "minimax_m2_append_think", "mistral", "nemotron_v3", "qwen3", "seed_oss", "step3p5",
-})
+REASONING_KEEPS_SPECIAL = frozenset(
+    {
+        "deepseek_v4",
+        "gemma4",
+        "glm45",
+        "glm47",
+        "kimi_k2",
+        "kimi_k3",
+        "minimax_m2",
+        "minimax_m2_append_think",
+        "mistral",
+        "nemotron_v3",
+        "qwen3",
+        "seed_oss",
+        "step3p5",
+    }
+)
 #: vLLM tool parsers that keep special tokens when tools are given and ``tool_choice`` is not none.
-TOOLS_KEEP_SPECIAL = frozenset({
-    "deepseek_v32", "deepseek_v4", "gemma4", "gigachat3", "glm45", "glm47", "granite4", "hermes",
-    "internlm", "jamba", "kimi_k2", "lfm2", "minimax_m2", "mistral", "qwen3_coder", "qwen3_json",
-    "qwen3_xml", "seed_oss", "step3", "step3p5",
-})
+TOOLS_KEEP_SPECIAL = frozenset(
+    {
+        "deepseek_v32",
+        "deepseek_v4",
+        "gemma4",
+        "gigachat3",
+        "glm45",
+        "glm47",
+        "granite4",
+        "hermes",
+        "internlm",
+        "jamba",
+        "kimi_k2",
+        "lfm2",
+        "minimax_m2",
+        "mistral",
+        "qwen3_coder",
+        "qwen3_json",
+        "qwen3_xml",
+        "seed_oss",
+        "step3",
+        "step3p5",
+    }
+)
 
 #: Values vLLM's ``merge_kwargs`` treats as unset.
 _UNSET = (None, "auto")
@@ -70,3 +103,125 @@ def effective_template_kwargs(req: ChatCompletionRequest, settings: Settings) ->
     if effort is not None and "enable_thinking" not in own:
         extra["enable_thinking"] = effort != "none"
     return _merge(defaults, _merge(own, extra))
+
+
+# --- structured outputs for tool calling (vLLM 0.33 tool parsers' structural tags) -------------
+
+#: Hermes-style tool parsers: each call is one of these ``(begin, end)`` tag pairs around the
+#: arguments JSON, ``{name}`` replaced by the tool name.
+_HERMES_TAGS = (
+    ('<tool_call>\n{{"name": "{name}", "arguments": ', "}\n</tool_call>"),
+    ('<tool_call>{{"name": "{name}", "arguments": ', "}</tool_call>"),
+)
+STRUCTURAL_TAG_PARSERS = frozenset({"hermes", "qwen3_json"})
+JSON_ARRAY_PARSERS = frozenset({"mistral"})
+
+
+def _empty_structured_outputs() -> dict[str, Any]:
+    """vLLM's ``StructuredOutputsParams`` as serialised, every constraint unset."""
+    return {
+        "_backend": None,
+        "_backend_was_auto": False,
+        "choice": None,
+        "disable_additional_properties": False,
+        "disable_any_whitespace": False,
+        "grammar": None,
+        "json": None,
+        "json_object": None,
+        "regex": None,
+        "structural_tag": None,
+        "whitespace_pattern": None,
+    }
+
+
+def _tag_content(fn: dict[str, Any], strict_schema: bool) -> dict[str, Any]:
+    schema: Any = True
+    if strict_schema:
+        schema = fn.get("parameters") or {"type": "object", "properties": {}}
+    return {
+        "type": "json_schema",
+        "json_schema": schema,
+        "style": "json",
+        "any_order": False,
+        "max_whitespace_cnt": None,
+        "excludes": [],
+    }
+
+
+def _hermes_tag(tools: list[dict[str, Any]], choice: Any, parallel: bool) -> dict[str, Any] | None:
+    named = choice["function"]["name"] if isinstance(choice, dict) else None
+    chosen = [t["function"] for t in tools if named is None or t["function"]["name"] == named]
+    tags = [
+        {
+            "type": "tag",
+            "begin": begin.format(name=fn["name"]),
+            "content": _tag_content(fn, bool(fn.get("strict"))),
+            "end": end,
+        }
+        for fn in chosen
+        for begin, end in _HERMES_TAGS
+    ]
+    if choice == "required" or named is not None:
+        fmt: dict[str, Any] = {
+            "type": "tags_with_separator",
+            "tags": tags,
+            "separator": "",
+            "at_least_one": True,
+            "stop_after_first": named is not None or not parallel,
+        }
+    elif choice == "auto" and any(fn.get("strict") for fn in chosen):
+        fmt = {
+            "type": "triggered_tags",
+            "triggers": ["<tool_call>"],
+            "tags": tags,
+            "at_least_one": False,
+            "stop_after_first": not parallel,
+            "excludes": [],
+        }
+    else:
+        return None
+    return {"type": "structural_tag", "format": fmt}
+
+
+def _json_array(tools: list[dict[str, Any]], choice: Any) -> dict[str, Any] | None:
+    named = choice["function"]["name"] if isinstance(choice, dict) else None
+    if choice != "required" and named is None:
+        return None
+    items = [
+        {
+            "properties": {
+                "name": {"type": "string", "enum": [t["function"]["name"]]},
+                "arguments": t["function"].get("parameters") or {"type": "object", "properties": {}},
+            },
+            "required": ["name", "arguments"],
+            "type": "object",
+        }
+        for t in tools
+        if named is None or t["function"]["name"] == named
+    ]
+    schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": items}}
+    if named is not None:
+        schema["maxItems"] = 1
+    return schema
+
+
+def tool_structured_outputs(
+    tool_parser: str | None, tools: list[dict[str, Any]] | None, choice: Any, parallel_tool_calls: bool | None
+) -> tuple[bool, dict[str, Any] | None]:
+    """``(handled, structured_outputs)`` for a tool parser whose vLLM ``adjust_request`` is
+    reproduced here: hermes-style parsers send a ``structural_tag`` (``required``: one or more
+    calls of the given tools; a named tool: exactly one; ``auto`` with a ``strict`` tool: calls
+    triggered by ``<tool_call>``, strict tools' arguments held to their schema), Mistral a JSON
+    array schema of ``{name, arguments}`` objects. ``handled`` is ``False`` for other parsers."""
+    if not tools or tool_parser is None:
+        return tool_parser in STRUCTURAL_TAG_PARSERS | JSON_ARRAY_PARSERS, None
+    parallel = parallel_tool_calls is not False
+    if tool_parser in STRUCTURAL_TAG_PARSERS:
+        tag = _hermes_tag(tools, choice, parallel)
+        if tag is None:
+            return True, None
+        return True, {**_empty_structured_outputs(), "structural_tag": json.dumps(tag)}
+    if tool_parser in JSON_ARRAY_PARSERS:
+        schema = _json_array(tools, choice)
+        return True, None if schema is None else {**_empty_structured_outputs(), "json": schema}
+    return False, None

@@ -48,8 +48,14 @@ def _adjust_chat(
     built: the forced-tool JSON schema, ``skip_special_tokens=False`` when a parser needs the
     markers, prompt logprobs for ``echo``."""
     update: dict[str, Any] = {}
+    handled, constraint = adjust.tool_structured_outputs(
+        settings.tool_call_parser, tools, choice, req.parallel_tool_calls
+    )
     forced = tool_choice.forced_schema(choice, tools, req.parallel_tool_calls)
-    if forced is not None and tool_output_is_guided_json(bundle, settings):
+    if handled:
+        if constraint is not None:
+            update.update(structured_outputs=constraint, response_format=None)
+    elif forced is not None and tool_output_is_guided_json(bundle, settings):
         update.update(structured_outputs={"json": forced}, response_format=None)
     if adjust.keeps_special_tokens(settings, tools, choice, harmony.uses_harmony(bundle.config)):
         update["skip_special_tokens"] = False

@@ -190,22 +190,30 @@ def chat_prompt(
         ids = check_ids(bundle, forwarded, "kv_transfer_params.prompt_token_ids")
     elif harmony.uses_harmony(bundle.config):  # gpt-oss: harmony, not the Jinja template (as vLLM)
         effort = settings.reasoning_effort_map.get(req.reasoning_effort or "", req.reasoning_effort)
-        ids = harmony.render_ids(req.messages, tools, reasoning_effort=effort, start_date=settings.system_start_date)
+        ids = harmony.render_ids(
+            req.messages, tools, reasoning_effort=effort, start_date=settings.system_start_date
+        )
     else:
         assert ct is not None
         add_gen = req.add_generation_prompt and not req.continue_final_message
+        own = req.chat_template_kwargs or {}  # vLLM hands `tools` / `documents` given here to the template
         text = render_chat_text(
             ct,
             conv,
-            tools=messages.template_tools(tools),
+            tools=messages.template_tools(tools if tools is not None else own.get("tools")),
             kwargs=kwargs,
             add_generation_prompt=add_gen,
             continue_final_message=req.continue_final_message,
             settings=settings,
-            documents=req.documents,
+            documents=req.documents if req.documents is not None else own.get("documents"),
         )
-        if (req.model_extra or {}).get("return_token_offsets") is True:
-            ids, offsets = tokenization.encode_prompt_with_offsets(bundle, text)
+        extra = req.model_extra or {}
+        # add_special_tokens: the tokenizer's BOS on top of the template's, as vLLM
+        special = extra.get("add_special_tokens") is True
+        if extra.get("return_token_offsets") is True:
+            ids, offsets = tokenization.encode_prompt_with_offsets(bundle, text, add_special_tokens=special)
+        elif special:
+            ids = tokenization.encode_text(bundle, text, add_special_tokens=True)
         else:
             ids = tokenization.encode_prompt(bundle, text)
     if not ids:

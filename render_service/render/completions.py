@@ -27,6 +27,10 @@ def _completion_prompts(bundle: ModelBundle, req: CompletionRequest) -> list[lis
 def _completion_prompt_ids(bundle: ModelBundle, req: CompletionRequest) -> list[list[int]]:
     prompt = req.prompt
     if isinstance(prompt, str):
+        if not prompt:  # vLLM refuses an empty text prompt before tokenizing (no BOS-only prompt)
+            raise InvalidRequest(
+                "Either prompt or prompt_embeds must be provided and non-empty.", param="prompt"
+            )
         return [tokenization.encode_text(bundle, prompt, add_special_tokens=req.add_special_tokens)]
     if not prompt:
         raise InvalidRequest("prompt must not be empty", param="prompt")
@@ -39,6 +43,17 @@ def _completion_prompt_ids(bundle: ModelBundle, req: CompletionRequest) -> list[
         else:
             out.append(check_ids(bundle, p, f"prompt.{i}"))
     return out
+
+
+def _offsets(bundle: ModelBundle, req: CompletionRequest, i: int) -> list[tuple[int, int]] | None:
+    """``return_token_offsets``: each prompt token's ``[start, end)`` character span in a text
+    prompt (special tokens added by the tokenizer span ``[0, 0]``), as vLLM; ``None`` for id prompts
+    or a truncated prompt."""
+    prompt = req.prompt
+    text = prompt if isinstance(prompt, str) else prompt[i] if isinstance(prompt, list) else ""
+    if not isinstance(text, str) or req.truncate_prompt_tokens is not None:
+        return None
+    return tokenization.encode_prompt_with_offsets(bundle, text, add_special_tokens=req.add_special_tokens)[1]
 
 
 def render_completion(bundle: ModelBundle, settings: Settings, body: Any) -> list[dict[str, Any]]:
@@ -82,5 +97,11 @@ def render_completion(bundle: ModelBundle, settings: Settings, body: Any) -> lis
             settings=settings,
         )
         rid = base if len(prompts) == 1 else f"{base}-{i}"
-        out.append(generate_request(req, request_id=rid, token_ids=ids, sampling_params=sp, model=model))
+        want_offsets = (req.model_extra or {}).get("return_token_offsets") is True
+        offsets = _offsets(bundle, req, i) if want_offsets else None
+        out.append(
+            generate_request(
+                req, request_id=rid, token_ids=ids, sampling_params=sp, model=model, token_offsets=offsets
+            )
+        )
     return out

@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import InvalidRequest
+from .messages import check_tool_call_type
 
 HARMONY_MODEL_TYPES = frozenset({"gpt_oss"})
 REASONING_EFFORTS = ("high", "medium", "low")
@@ -227,6 +228,10 @@ def render_ids(
             raise InvalidRequest("each message must be an object", param=f"messages.{i}")
         if m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
             raise InvalidRequest(f"Unknown role {m.get('role')!r}", param=f"messages.{i}.role")
+        for j, call in enumerate(m.get("tool_calls") or ()):
+            if not isinstance(call, dict):
+                raise InvalidRequest("each tool call must be an object", param=f"messages.{i}.tool_calls.{j}")
+            check_tool_call_type(call, f"messages.{i}.tool_calls.{j}")
     rest = list(messages)
     instructions = None
     if rest and rest[0].get("role") in ("system", "developer"):

@@ -123,7 +123,7 @@ def _content(message: dict[str, Any], role: str, fmt: str, where: str, media: An
         raise InvalidRequest("content must be a string, a list of content parts or null", param=where)
     if fmt == "openai" and role != "tool":
         return [{"type": "text", "text": t} for t in texts]
-    return "\n".join(texts)
+    return "\n".join(t for t in texts if t)  # vLLM drops empty text parts before joining
 
 
 def _media_content(content: list[Any], role: str, fmt: str, where: str, media: Any) -> Any:
@@ -140,16 +140,20 @@ def _media_content(content: list[Any], role: str, fmt: str, where: str, media: A
 
 
 def _parse_arguments(raw: Any, where: str) -> Any:
-    if raw is None or raw == "":
+    """History ``arguments`` as the mapping templates expect. As vLLM 0.33: empty or absent →
+    ``{}``; a string that is not JSON, or JSON that is not an object, → ``{}`` (a malformed call in
+    the history must not make every later turn fail)."""
+    if not raw:
         return {}
-    if isinstance(raw, (dict, list)):
+    if isinstance(raw, dict):
         return raw
     if not isinstance(raw, str):
-        raise InvalidRequest("tool call arguments must be a JSON string", param=where)
+        return raw if isinstance(raw, dict) else {}
     try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise InvalidRequest(f"tool call arguments are not valid JSON: {exc}", param=where) from None
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -160,15 +164,35 @@ def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             raise InvalidRequest("each tool call needs function.name", param=f"{where}.{j}.function")
+        check_tool_call_type(call, f"{where}.{j}")
         args = _parse_arguments(fn.get("arguments"), f"{where}.{j}.function.arguments")
         text = (
             fn.get("arguments")
             if isinstance(fn.get("arguments"), str)
             else json.dumps(args, ensure_ascii=False)
         )
-        parsed.append({**call, "function": {**fn, "arguments": args}})
-        raw.append({**call, "function": {**fn, "arguments": text}})
+        parsed.append(_openai_order(call, {**fn, "arguments": args}))
+        raw.append(_openai_order(call, {**fn, "arguments": text}))
     return parsed, raw
+
+
+def _openai_order(call: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:
+    """A tool call with its keys in the OpenAI message type's field order, as vLLM validates it
+    (``id``, ``function``: ``arguments`` then ``name``, ``type``); templates that iterate or
+    ``tojson`` a call (Mistral) render that order."""
+    function = {"arguments": fn["arguments"], "name": fn["name"], **fn}
+    ordered = {k: call[k] for k in ("id",) if k in call}
+    return {**ordered, "function": function, **{k: v for k, v in call.items() if k not in ("id", "function")}}
+
+
+def check_tool_call_type(call: dict[str, Any], where: str) -> None:
+    """A history tool call must say its ``type`` (vLLM's message model requires it: 400).
+
+    Raises:
+        InvalidRequest: ``type`` missing.
+    """
+    if call.get("type") is None:
+        raise InvalidRequest("tool call `type` is required (e.g. \"function\")", param=f"{where}.type")
 
 
 def _alias_reasoning(message: dict[str, Any]) -> dict[str, Any]:
@@ -310,6 +334,8 @@ def template_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] |
         return tools
     return [
         {**t, "function": {k: v for k, v in t["function"].items() if k not in API_ONLY_FUNCTION_KEYS}}
+        if isinstance(t, dict) and isinstance(t.get("function"), dict)
+        else t  # e.g. tools given raw in chat_template_kwargs: handed on as they are
         for t in tools
     ]
 

@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ops_flags(serve)
     add_gateway_flags(serve)
     add_multimodal_flags(serve)
+    add_vllm_compat_flags(serve)
     apply_env_defaults(serve)
     health = sub.add_parser("health", help="probe the local server's /health (container HEALTHCHECK)")
     health.add_argument("--url", default=None,
@@ -67,6 +68,83 @@ def build_parser() -> argparse.ArgumentParser:
                              "flags, then RENDER_SERVICE_HOST/PORT)")
     health.add_argument("--timeout", type=float, default=2.0)
     return parser
+
+
+# --- vLLM `launch render` compatibility flags (fidelity) -------------------------------------
+#: Every option of ``vllm launch render`` 0.33 with how it takes values (written by
+#: ``tools/list_vllm_render_flags.py``); those not defined above are accepted and ignored.
+VLLM_FLAGS_FILE = Path(__file__).with_name("vllm_render_flags.json")
+#: vLLM options that mean something here (their values are used), beyond the ones defined above.
+VLLM_USED = ("--tokenizer", "--revision", "--tokenizer-revision", "--reasoning-effort-map", "--cohere-format")
+
+
+_IGNORED_DEST: dict[str, str] = {}
+
+
+def add_vllm_compat_flags(serve: argparse.ArgumentParser) -> None:
+    """``--tokenizer``, ``--revision``, ``--tokenizer-revision``, ``--reasoning-effort-map``,
+    ``--cohere-format`` (used), and every other ``vllm launch render`` option not defined here,
+    accepted as a no-op (``dest`` ``vllm_ignored__<name>``; logged once at start-up)."""
+    serve.add_argument("--tokenizer", default=None, help="tokenizer folder or hub id (default: the model's)")
+    serve.add_argument("--revision", default=None, help="model revision for a hub id")
+    serve.add_argument("--tokenizer-revision", default=None, help="tokenizer revision for a hub id")
+    serve.add_argument("--reasoning-effort-map", type=json.loads, default=None,
+                       help="JSON object mapping request reasoning_effort values to the model's")
+    serve.add_argument("--cohere-format", default="cmd4", help="echoed as the cohere_format template kwarg")
+    known = set(serve._option_string_actions)
+    flags: dict[str, str] = json.loads(VLLM_FLAGS_FILE.read_text(encoding="utf-8"))
+    for name, kind in flags.items():
+        if name in known:
+            continue
+        dest = "vllm_ignored__" + name.lstrip("-").replace("-", "_")
+        _IGNORED_DEST[dest] = name
+        if kind == "flag":
+            serve.add_argument(name, dest=dest, action="store_const", const=True, default=None,
+                               help=argparse.SUPPRESS)
+        else:
+            serve.add_argument(name, dest=dest, nargs="+" if kind == "list" else None, default=None,
+                               help=argparse.SUPPRESS)
+        known.add(name)
+
+
+def ignored_vllm_flags(args: argparse.Namespace) -> list[str]:
+    """The vLLM-only options given on this command line (no effect here), for the start-up log."""
+    return sorted(
+        _IGNORED_DEST.get(dest, dest)
+        for dest, value in vars(args).items()
+        if dest.startswith("vllm_ignored__") and value is not None
+    )
+
+
+#: ``config.json`` ``model_type`` → the reasoning parser vLLM uses when ``--reasoning-parser`` is
+#: not given (``GptOssForCausalLMConfig.verify_and_update_config``).
+DEFAULT_REASONING_PARSER = {"gpt_oss": "openai_gptoss"}
+
+
+def default_reasoning_parser(model: str | None) -> str | None:
+    """The model's default reasoning parser (see :data:`DEFAULT_REASONING_PARSER`), or ``None``."""
+    config = Path(model or "") / "config.json"
+    if not model or not config.is_file():
+        return None
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return DEFAULT_REASONING_PARSER.get(model_type)
+
+
+def vllm_compat_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The :class:`Settings` fields the vLLM-compatibility flags set (``VLLM_SYSTEM_START_DATE``
+    pins harmony's ``Current date:`` as in vLLM)."""
+    return {
+        "tokenizer": args.tokenizer,
+        "revision": args.revision,
+        "tokenizer_revision": args.tokenizer_revision,
+        "reasoning_effort_map": args.reasoning_effort_map or {},
+        "cohere_format": args.cohere_format or None,
+        "system_start_date": os.environ.get("VLLM_SYSTEM_START_DATE") or None,
+    }
+# --- end of vLLM compatibility flags ----------------------------------------------------------
 
 
 def add_ops_flags(serve: argparse.ArgumentParser) -> None:
@@ -207,6 +285,8 @@ def stream_state_keys(args: argparse.Namespace) -> tuple[str, ...]:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Map parsed flags to :class:`Settings`."""
+    if args.reasoning_parser is None:  # not given: the model's default, as vLLM (gpt-oss)
+        args.reasoning_parser = default_reasoning_parser(args.model_flag or args.model)
     if args.reasoning_parser == "none":
         args.reasoning_parser = None
     resolve_auto_parsers(args)
@@ -253,6 +333,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         engine_connect_timeout=args.engine_connect_timeout,
         engine_max_connections=args.engine_max_connections,
         **multimodal_settings(args),  # type: ignore[arg-type]
+        **vllm_compat_settings(args),  # type: ignore[arg-type]
     )
 
 
@@ -347,5 +428,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .server import serve
 
     configure_logging(args.log_level, args.log_format)
+    ignored = ignored_vllm_flags(args)
+    if ignored:
+        import logging
+
+        logging.getLogger("render_service").info(
+            "vLLM options with no effect on a render service, ignored: %s", " ".join(ignored)
+        )
     settings = settings_from_args(args)  # signing mode is logged by create_app in each worker
     return serve(settings, args.log_level)

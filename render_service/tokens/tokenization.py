@@ -36,14 +36,17 @@ def encode_prompt(bundle: TokenizedModel, text: str) -> list[int]:
     return encode_text(bundle, text, add_special_tokens=False)
 
 
-def encode_prompt_with_offsets(bundle: TokenizedModel, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+def encode_prompt_with_offsets(
+    bundle: TokenizedModel, text: str, *, add_special_tokens: bool = False
+) -> tuple[list[int], list[tuple[int, int]]]:
     """:func:`encode_prompt` plus each token's ``(start, end)`` character span in ``text``
-    (``return_token_offsets``)."""
+    (``return_token_offsets``); ``add_special_tokens`` as for completions prompts (added tokens
+    span ``(0, 0)``)."""
     backend = _backend(bundle)
     if backend is None:
-        out = bundle.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        out = bundle.tokenizer(text, add_special_tokens=add_special_tokens, return_offsets_mapping=True)
         return list(out["input_ids"]), [tuple(o) for o in out["offset_mapping"]]
-    enc = backend.encode(text, add_special_tokens=False)
+    enc = backend.encode(text, add_special_tokens=add_special_tokens)
     return list(enc.ids), [tuple(o) for o in enc.offsets]
 
 

@@ -163,16 +163,17 @@ def test_tool_choice_none_and_no_tools_leave_markup_as_content():
 
 
 def test_tool_choice_required_parses_guided_array():
-    """tool_choice=required parses vLLM's guided JSON array of {name, parameters}."""
+    """tool_choice=required parses vLLM's guided JSON array of {name, parameters} (a guided-JSON
+    parser: hermes is held to its native syntax by a structural tag instead)."""
     text = '[{"name": "a", "parameters": {"x": 1}}, {"name": "b", "parameters": {}}]'
-    r = parse(None, "hermes", text, tool_choice="required")
+    r = parse(None, "llama3_json", text, tool_choice="required")
     assert [(c.name, json.loads(c.arguments)) for c in r.tool_calls] == [("a", {"x": 1}), ("b", {})]
 
 
 def test_tool_choice_named_parses_bare_arguments():
     """A named tool_choice: the whole output is the arguments object (BR45), even without a tool parser."""
     choice = {"type": "function", "function": {"name": "get_weather"}}
-    for tool in ("hermes", None):
+    for tool in ("llama3_json", None):
         r = parse(None, tool, '{"city": "Paris"}', tool_choice=choice)
         assert r.tool_calls == (ToolCall(name="get_weather", arguments='{"city": "Paris"}'),)
 
