@@ -183,15 +183,17 @@ def _suffix(prefix_text: str, full: str) -> str:
 
 
 def flush(detok: Detokenizer, state: DetokState) -> tuple[str, DetokState]:
-    """End of output: release held bytes/ids (incomplete UTF-8 becomes U+FFFD, as a whole
-    decode would)."""
+    """End of output: release held ids, but drop a character left incomplete at the end (a
+    length-truncated output ending mid-UTF-8 gives no U+FFFD). Source: vLLM 0.33
+    ``detokenize_incrementally`` never emits text that still ends in U+FFFD, so the online
+    derenderer drops a trailing partial character, batch and streaming."""
     if detok.token_bytes is not None:
-        text, _ = _utf8_step(state.pending, b"", True)
-        return text, DetokState()
+        return "", DetokState()
     if state.read >= len(state.window):
         return "", DetokState()
     prefix_text = detok.decode(state.window[state.prefix : state.read])
-    return _suffix(prefix_text, detok.decode(state.window[state.prefix :])), DetokState()
+    rest = _suffix(prefix_text, detok.decode(state.window[state.prefix :]))
+    return ("" if rest.endswith(_REPLACEMENT) else rest), DetokState()
 
 
 def drop_set(
