@@ -49,7 +49,7 @@ def test_text_chunking_law(name, text, sizes, skip):
     deltas, widest = stream(detokenizer_for(tok), ids, sizes, drop)
     whole = tok.decode(ids, skip_special_tokens=skip)
     assert "".join(deltas) == whole
-    assert widest <= 3
+    assert widest <= detokenize.MAX_HELD_BYTES
     if FFFD not in whole:
         assert not any(FFFD in d for d in deltas)
 
@@ -65,8 +65,13 @@ def test_random_ids_chunking_law(name, data, sizes, skip):
     drop = b.special_token_ids if skip else frozenset()
     detok = detokenizer_for(b.tokenizer)
     deltas, _ = stream(detok, ids, sizes, drop)
+    joined = "".join(deltas)
     whole = b.tokenizer.decode(ids, skip_special_tokens=skip)
-    assert "".join(deltas) == (whole[:-1] if ends_incomplete(detok, ids, drop) else whole)
+    # a character left incomplete at the end is dropped with the text held for it (as vLLM)
+    assert whole.startswith(joined)
+    assert joined == "".join(stream(detok, ids, [len(ids)], drop)[0])
+    if not ends_incomplete(detok, ids, drop):
+        assert joined == whole
 
 
 def ends_incomplete(detok, ids, drop):
@@ -77,17 +82,16 @@ def ends_incomplete(detok, ids, drop):
     return bool(decoder.getstate()[0])
 
 
-@pytest.mark.parametrize("name", [QWEN3, "meta-llama--Llama-3.1-8B-Instruct"])
-def test_partial_character_at_the_end_is_dropped(name):
+def test_partial_character_at_the_end_is_dropped():
     """An output cut inside a character (``finish_reason: "length"``) ends before it, with no
     U+FFFD, batch and at every chunking (vLLM 0.33 never emits text ending in U+FFFD; golden in
     tests/data/vllm_derender_golden.json)."""
-    tok = bundle(name).tokenizer
-    ids = tok.encode("Hi 😶‍🌫️ there", add_special_tokens=False)
+    tok = bundle(QWEN3).tokenizer
+    ids = tok.encode("Hi 😶‍🌫️ there", add_special_tokens=False)  # " 😶" splits as " \xf0\x9f"...
     cut = next(ids[:k] for k in range(1, len(ids)) if tok.decode(ids[:k]).endswith(FFFD))
     for sizes in ([1] * len(cut), [len(cut)], [2, 5]):
         deltas, _ = stream(detokenizer_for(tok), cut, sizes)
-        assert "".join(deltas) == tok.decode(cut)[:-1] and FFFD not in "".join(deltas)
+        assert "".join(deltas) == "Hi" and FFFD not in "".join(deltas)
 
 
 @SETTINGS

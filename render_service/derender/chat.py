@@ -148,7 +148,8 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
                 "weight_versions": None,
             }
         )
-    prompt = req.prompt_tokens if req.prompt_tokens is not None else len(prompt_ids or ())
+    # vLLM 0.33: ``prompt_tokens`` only counts what the caller sent (0 without it)
+    prompt = req.prompt_tokens if req.prompt_tokens is not None else 0
     completion = sum(len(c.token_ids or ()) for c in gen.choices)
     return {
         "id": gen.request_id,

@@ -234,7 +234,7 @@ class StreamState(BaseModel):
         model: echoed model name. created: echoed ``created`` (seconds).
         role: ``role: "assistant"`` already sent. done: the output ended (finish or stop string);
             later chunks produce no choices.
-        pend: trailing incomplete UTF-8 bytes (≤ 3). win/pre/rd: window detokenizer ids and
+        pend: held bytes ending inside a character (≤ 16). win/pre/rd: window detokenizer ids and
             offsets (only for tokenizers that are not byte-level BPE).
         held: text held back because it may start a stop string.
         stops, incl: the request's ``stop`` and ``include_stop_str_in_output``.
@@ -258,7 +258,7 @@ class StreamState(BaseModel):
     created: int = 0
     role: bool = False
     done: bool = False
-    pend: list[int] = Field(default_factory=list, max_length=3)
+    pend: list[int] = Field(default_factory=list, max_length=16)
     win: list[int] = Field(default_factory=list, max_length=16)
     pre: int = 0
     rd: int = 0

@@ -47,16 +47,16 @@ def cases(tok: Any) -> list[dict[str, Any]]:
                     "body": {"generate_responses": responses, **extra}})
 
     cmp("completion_length_cut_partial_char",
-        [{"request_id": "cmpl-a", "choices": [{"token_ids": cut, "finish_reason": "length"}],
+        [{"request_id": "cmpl-a", "choices": [{"index": 0, "token_ids": cut, "finish_reason": "length"}],
           "metrics": metrics}])
     cmp("completion_stop_no_eos_partial_char",
-        [{"request_id": "cmpl-b", "choices": [{"token_ids": cut, "finish_reason": "stop"}]}],
+        [{"request_id": "cmpl-b", "choices": [{"index": 0, "token_ids": cut, "finish_reason": "stop"}]}],
         completion_request={"prompt": "x", "return_token_ids": True})
     cmp("completion_two_responses_default_usage",
-        [{"request_id": "cmpl-c", "choices": [{"token_ids": cut[:1]}], "metrics": metrics},
-         {"request_id": "cmpl-d", "choices": [{"token_ids": cut[:2]}]}])
+        [{"request_id": "cmpl-c", "choices": [{"index": 0, "token_ids": cut[:1]}], "metrics": metrics},
+         {"request_id": "cmpl-d", "choices": [{"index": 0, "token_ids": cut[:2]}]}])
     cmp("completion_prompt_tokens_given",
-        [{"request_id": "cmpl-e", "choices": [{"token_ids": cut[:1]}],
+        [{"request_id": "cmpl-e", "choices": [{"index": 0, "token_ids": cut[:1]}],
           "metrics": {"time_to_first_token_ms": 3.5}}], prompt_tokens=[7])
     for skip in (None, True, False):
         for spaces in (None, False):
@@ -66,28 +66,28 @@ def cases(tok: Any) -> list[dict[str, Any]]:
             if spaces is not None:
                 req["spaces_between_special_tokens"] = spaces
             cmp(f"completion_special_tokens_skip_{skip}_spaces_{spaces}",
-                [{"request_id": "cmpl-s", "choices": [{"token_ids": special,
+                [{"request_id": "cmpl-s", "choices": [{"index": 0, "token_ids": special,
                                                       "finish_reason": "length"}]}],
                 completion_request=req)
             out.append({"name": f"chat_special_tokens_skip_{skip}_spaces_{spaces}",
                         "path": "/v1/chat/completions/derender",
                         "body": {"generate_response": {"request_id": "chatcmpl-s", "choices": [
-                            {"token_ids": special, "finish_reason": "length"}]},
+                            {"index": 0, "token_ids": special, "finish_reason": "length"}]},
                             "chat_request": {**chat, **{k: v for k, v in req.items()
                                                         if k != "prompt"}},
                             "prompt_token_ids": [151644, 872, 198, 6023, 151645, 198, 151644,
                                                  77091, 198]}})
     out.append({"name": "chat_length_cut_partial_char", "path": "/v1/chat/completions/derender",
                 "body": {"generate_response": {"request_id": "chatcmpl-p", "choices": [
-                    {"token_ids": cut, "finish_reason": "length"}], "metrics": metrics},
+                    {"index": 0, "token_ids": cut, "finish_reason": "length"}], "metrics": metrics},
                     "chat_request": chat, "prompt_token_ids": [151644, 872, 198]}})
     out.append({"name": "completion_stream_metrics", "path": "/v1/completions/derender",
                 "body": {"stream": True, "generate_chunk": {"request_id": "cmpl-m", "choices": [
-                    {"token_ids": cut[:1], "finish_reason": "length"}], "metrics": metrics},
+                    {"index": 0, "token_ids": cut[:1], "finish_reason": "length"}], "metrics": metrics},
                     "completion_request": {"prompt": "x"}}})
     out.append({"name": "chat_stream_metrics", "path": "/v1/chat/completions/derender",
                 "body": {"stream": True, "generate_chunk": {"request_id": "chatcmpl-m", "choices": [
-                    {"token_ids": cut[:1], "finish_reason": "length"}], "metrics": metrics},
+                    {"index": 0, "token_ids": cut[:1], "finish_reason": "length"}], "metrics": metrics},
                     "chat_request": chat, "prompt_token_ids": [151644, 872, 198]}})
     return out
 

@@ -8,6 +8,7 @@ import json
 import os
 import random
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import httpx
 
 from . import generate as gen
 from .compare import diff_paths, kind_of
-from .normalise import STREAM_STOP_README, normalise
+from .normalise import normalise
 from .servers import MODEL_FLAGS, both_servers
 
 AREAS = ("render", "derender batch", "derender stream")
@@ -218,11 +219,17 @@ def run_model(folder: Path, args: argparse.Namespace, ours_url: str, vllm_url: s
     requests = ([("chat", r) for r in gen.draw(gen.chat_request(), n_gen, seed)]
                 + [("chat", r) for r in gen.draw(gen.mutated(dataset), n_mut, seed + 1)]
                 + [("completion", r) for r in gen.draw(gen.completion_request, n_cmp, seed + 2)])
-    pool: list[tuple[dict[str, Any], list[int]]] = []
-    for kind, req in requests:
+    jobs = ThreadPoolExecutor(max_workers=args.jobs)
+
+    def render_one(item: tuple[str, dict[str, Any]]) -> tuple[Any, ...]:
+        kind, req = item
         path = "/v1/chat/completions/render" if kind == "chat" else "/v1/completions/render"
         so, bo = run.post(ours_url, path, req)
         st, bt = run.post(vllm_url, path, req)
+        return kind, req, path, so, bo, st, bt
+
+    pool: list[tuple[dict[str, Any], list[int]]] = []
+    for kind, req, path, so, bo, st, bt in jobs.map(render_one, requests):
         run.record("render", {"path": path, "body": req}, so, bo, st, bt)
         if kind == "chat" and so == st == 200 and not req.get("stop") and len(pool) < 400:
             pool.append((req, bt["token_ids"]))
@@ -231,57 +238,68 @@ def run_model(folder: Path, args: argparse.Namespace, ours_url: str, vllm_url: s
     tok = AutoTokenizer.from_pretrained(str(folder))
     outputs = gen.draw(gen.model_output(family), args.outputs, seed + 3)
     rnd = random.Random(seed)
-    for i, out in enumerate(outputs):
-        chat_req, prompt_ids = pool[rnd.randrange(len(pool))]
-        chat_req = dict(chat_req)
-        ids, finish = output_ids(tok, out)
-        lps = None
-        if out["logprobs"]:
-            chat_req.update(logprobs=True, top_logprobs=2)
-            lps = [{"token_id": t, "logprob": -0.25, "rank": 1,
-                    "top_logprobs": [{"token_id": t, "logprob": -0.25, "rank": 1},
-                                     {"token_id": (t + 1) % 1000, "logprob": -2.0, "rank": 2}]}
-                   for t in ids]
-        rid = f"chatcmpl-diff-{i}"
-        completion = i % 5 == 4
-        if completion:
-            path, key = "/v1/completions/derender", "completion_request"
-            creq: dict[str, Any] = {k: v for k, v in chat_req.items() if k in (
-                "skip_special_tokens", "spaces_between_special_tokens", "min_tokens",
-                "stop_token_ids", "ignore_eos", "return_token_ids", "include_stop_str_in_output")}
-            creq["prompt"] = "x"
-            if lps is not None:
-                creq["logprobs"] = 2
-            choice = {"index": 0, "token_ids": ids, "finish_reason": finish}
-            if lps is not None:
-                choice["logprobs"] = {"content": lps}
-            body = {"generate_responses": [{"request_id": rid, "choices": [choice],
-                                            "metrics": {"arrival_time": 1.5, "num_cached": 3}}],
-                    "completion_request": creq}
-            base = {"completion_request": creq, "prompt_token_ids": prompt_ids}
-        else:
-            path, key = "/v1/chat/completions/derender", "chat_request"
-            choice = {"index": 0, "token_ids": ids, "finish_reason": finish}
-            if lps is not None:
-                choice["logprobs"] = {"content": lps}
-            body = {"generate_response": {"request_id": rid, "choices": [choice],
-                                          "metrics": {"arrival_time": 1.5}},
-                    "chat_request": chat_req, "prompt_token_ids": prompt_ids, "prompt_tokens":
-                    len(prompt_ids)}
-            base = {"chat_request": chat_req, "prompt_token_ids": prompt_ids}
-        so, bo = run.post(ours_url, path, body)
-        st, bt = run.post(vllm_url, path, body)
-        example = {"path": path, "output_text": out["text"], "token_ids": ids, "finish": finish,
-                   key: chat_req if not completion else creq}
-        run.record("derender batch", example, so, bo, st, bt)
-        for size in (1, None):
-            so, bo = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], True)
-            st, bt = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], False)
-            ex = dict(example, chunking="one token" if size == 1 else f"random seed {out['chunks_seed']}")
-            deliberate = bool(chat_req.get("stop")) and st == 400 and so == 200
-            run.record("derender stream", ex, so, bo, st, bt, deliberate=deliberate)
-    _ = STREAM_STOP_README
+    picks = [pool[rnd.randrange(len(pool))] for _ in outputs]
+    prepared = [(i, out, picks[i], *output_ids(tok, out)) for i, out in enumerate(outputs)]
+    for records in jobs.map(lambda item: derender_one(run, *item), prepared):
+        for rec in records:
+            run.record(*rec)
+    jobs.shutdown()
     return run
+
+
+def derender_one(run: Run, i: int, out: dict[str, Any], pick: tuple[dict[str, Any], list[int]],
+                 ids: list[int], finish: str) -> list[tuple[Any, ...]]:
+    """Batch and streaming (one token, random chunks) derender of one output on both servers;
+    the ``Run.record`` arguments, in order."""
+    ours_url, vllm_url = run.ours, run.theirs
+    chat_req, prompt_ids = dict(pick[0]), pick[1]
+    records: list[tuple[Any, ...]] = []
+    lps = None
+    if out["logprobs"]:
+        chat_req.update(logprobs=True, top_logprobs=2)
+        lps = [{"token_id": t, "logprob": -0.25, "rank": 1,
+                "top_logprobs": [{"token_id": t, "logprob": -0.25, "rank": 1},
+                                 {"token_id": (t + 1) % 1000, "logprob": -2.0, "rank": 2}]}
+               for t in ids]
+    rid = f"chatcmpl-diff-{i}"
+    completion = i % 5 == 4
+    if completion:
+        path, key = "/v1/completions/derender", "completion_request"
+        creq: dict[str, Any] = {k: v for k, v in chat_req.items() if k in (
+            "skip_special_tokens", "spaces_between_special_tokens", "min_tokens",
+            "stop_token_ids", "ignore_eos", "return_token_ids", "include_stop_str_in_output")}
+        creq["prompt"] = "x"
+        if lps is not None:
+            creq["logprobs"] = 2
+        choice = {"index": 0, "token_ids": ids, "finish_reason": finish}
+        if lps is not None:
+            choice["logprobs"] = {"content": lps}
+        body = {"generate_responses": [{"request_id": rid, "choices": [choice],
+                                        "metrics": {"arrival_time": 1.5, "num_cached": 3}}],
+                "completion_request": creq}
+        base = {"completion_request": creq, "prompt_token_ids": prompt_ids}
+    else:
+        path, key = "/v1/chat/completions/derender", "chat_request"
+        choice = {"index": 0, "token_ids": ids, "finish_reason": finish}
+        if lps is not None:
+            choice["logprobs"] = {"content": lps}
+        body = {"generate_response": {"request_id": rid, "choices": [choice],
+                                      "metrics": {"arrival_time": 1.5}},
+                "chat_request": chat_req, "prompt_token_ids": prompt_ids, "prompt_tokens":
+                len(prompt_ids)}
+        base = {"chat_request": chat_req, "prompt_token_ids": prompt_ids}
+    so, bo = run.post(ours_url, path, body)
+    st, bt = run.post(vllm_url, path, body)
+    example = {"path": path, "output_text": out["text"], "token_ids": ids, "finish": finish,
+               key: chat_req if not completion else creq}
+    records.append(("derender batch", example, so, bo, st, bt))
+    for size in (1, None):
+        so, bo = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], True)
+        st, bt = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], False)
+        ex = dict(example, chunking="one token" if size == 1 else f"random seed {out['chunks_seed']}")
+        deliberate = bool(chat_req.get("stop")) and st == 400 and so == 200
+        records.append(("derender stream", ex, so, bo, st, bt, deliberate))
+    return records
 
 
 def report(runs: list[Run], out: Path | None) -> str:
@@ -319,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models-dir", type=Path, default=Path("../shared/models"))
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--port", type=int, default=8140, help="ours on PORT, vLLM on PORT+1")
+    p.add_argument("--jobs", type=int, default=4, help="cases in flight at once (results are "
+                   "recorded in input order, so the report does not depend on it)")
     p.add_argument("--json", type=Path, default=None, help="write every kind with its input here")
     p.add_argument("--logs", type=Path, default=Path("/tmp/differential-logs"))
     args = p.parse_args(argv)
