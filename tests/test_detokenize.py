@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+
 import pytest
 from conftest import examples
 from derender_helpers import MODEL_NAMES, QWEN3, bundle, byte_token_ids, cuts, split, stream_body, texts
@@ -48,7 +50,7 @@ def test_text_chunking_law(name, text, sizes, skip):
     deltas, widest = stream(detokenizer_for(tok), ids, sizes, drop)
     whole = tok.decode(ids, skip_special_tokens=skip)
     assert "".join(deltas) == whole
-    assert widest <= 3
+    assert widest <= detokenize.MAX_HELD_BYTES
     if FFFD not in whole:
         assert not any(FFFD in d for d in deltas)
 
@@ -62,8 +64,35 @@ def test_random_ids_chunking_law(name, data, sizes, skip):
     b = bundle(name)
     ids = data.draw(st.lists(st.integers(0, len(b.tokenizer) - 1), max_size=30))
     drop = b.special_token_ids if skip else frozenset()
-    deltas, _ = stream(detokenizer_for(b.tokenizer), ids, sizes, drop)
-    assert "".join(deltas) == b.tokenizer.decode(ids, skip_special_tokens=skip)
+    detok = detokenizer_for(b.tokenizer)
+    deltas, _ = stream(detok, ids, sizes, drop)
+    joined = "".join(deltas)
+    whole = b.tokenizer.decode(ids, skip_special_tokens=skip)
+    # a character left incomplete at the end is dropped with the text held for it (as vLLM)
+    assert whole.startswith(joined)
+    assert joined == "".join(stream(detok, ids, [len(ids)], drop)[0])
+    if not ends_incomplete(detok, ids, drop):
+        assert joined == whole
+
+
+def ends_incomplete(detok, ids, drop):
+    """Whether the kept ids' bytes end inside a UTF-8 sequence (a whole decode then ends in one
+    U+FFFD, which derender drops as vLLM does)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    decoder.decode(b"".join(detok.bytes_of(i) for i in ids if i not in drop), final=False)
+    return bool(decoder.getstate()[0])
+
+
+def test_partial_character_at_the_end_is_dropped():
+    """An output cut inside a character (``finish_reason: "length"``) ends before it, with no
+    U+FFFD, batch and at every chunking (vLLM 0.33 never emits text ending in U+FFFD; golden in
+    tests/data/vllm_derender_golden.json)."""
+    tok = bundle(QWEN3).tokenizer
+    ids = tok.encode("Hi 😶‍🌫️ there", add_special_tokens=False)  # " 😶" splits as " \xf0\x9f"...
+    cut = next(ids[:k] for k in range(1, len(ids)) if tok.decode(ids[:k]).endswith(FFFD))
+    for sizes in ([1] * len(cut), [len(cut)], [2, 5]):
+        deltas, _ = stream(detokenizer_for(tok), cut, sizes)
+        assert "".join(deltas) == "Hi" and FFFD not in "".join(deltas)
 
 
 @SETTINGS

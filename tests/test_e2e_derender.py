@@ -124,7 +124,8 @@ def test_batch_think_text_two_tool_calls(service, engine):
     gen = engine.post("/inference/v1/generate", json=gen_request).json()
     r = service.post(
         "/v1/chat/completions/derender",
-        json={"generate_response": gen, "chat_request": chat, "prompt_token_ids": gen_request["token_ids"]},
+        json={"generate_response": gen, "chat_request": chat, "prompt_token_ids": gen_request["token_ids"],
+              "prompt_tokens": len(gen_request["token_ids"])},
     )
     assert r.status_code == 200, r.text
     out = r.json()

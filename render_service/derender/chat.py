@@ -47,15 +47,16 @@ from .flow import (
     LiveStream,
     chat_lp_limit,
     check_choice,
+    check_count,
     check_len,
     initial_state,
     is_stream,
+    metrics_block,
     run_stream,
     usage_block,
 )
 from .pipeline import StepOutput, advance, pipeline_for
 
-MAX_CHOICES = 16384
 PARSER_NEEDS_REQUEST = (
     "chat_request is required when a tool or reasoning parser is configured because plain "
     "detokenization would leak raw parser markup into content."
@@ -114,8 +115,7 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
     name = check_model(bundle, req.model)
     pipe = pipeline_for(bundle, settings)
     gen, chat = req.generate_response, req.chat_request
-    if len(gen.choices) > MAX_CHOICES:
-        raise InvalidRequest(f"too many choices ({len(gen.choices)} > {MAX_CHOICES})")
+    check_count(len(gen.choices), "choices")
     if pipe.parser is not None and chat is None:
         raise InvalidRequest(PARSER_NEEDS_REQUEST, param="chat_request")
     prompt_ids = req.prompt_token_ids if req.prompt_token_ids is not None else gen.prompt_token_ids
@@ -158,7 +158,8 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
                 "weight_versions": None,
             }
         )
-    prompt = req.prompt_tokens if req.prompt_tokens is not None else len(prompt_ids or ())
+    # vLLM 0.33: ``prompt_tokens`` only counts what the caller sent (0 without it)
+    prompt = req.prompt_tokens if req.prompt_tokens is not None else 0
     completion = sum(len(c.token_ids or ()) for c in gen.choices)
     return {
         "id": gen.request_id,
@@ -174,7 +175,7 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
         "prompt_text": None,
         "kv_transfer_params": gen.kv_transfer_params,
         "ec_transfer_params": None,
-        "metrics": gen.metrics,
+        "metrics": metrics_block(gen.metrics),
     }
 
 

@@ -25,9 +25,11 @@ from . import logprobs
 from .flow import (
     LiveStream,
     check_choice,
+    check_count,
     check_len,
     initial_state,
     is_stream,
+    metrics_block,
     run_stream,
     usage_block,
 )
@@ -61,6 +63,8 @@ def _completion_choice(
         "prompt_logprobs": None,
         "prompt_token_ids": None,
         "token_ids": choice.token_ids if st.ret_ids else None,
+        "routed_experts": None,
+        "weight_versions": None,
     }
 
 
@@ -70,6 +74,9 @@ def completion_batch(
     name = check_model(bundle, req.model)
     pipe = _plain(pipeline_for(bundle, settings))
     n = len(req.generate_responses)
+    check_count(n, "generate_responses")
+    for gen in req.generate_responses:
+        check_count(len(gen.choices), "choices")
     for what, given in (("prompt_tokens", req.prompt_tokens), ("prompt_token_ids", req.prompt_token_ids)):
         if given is not None and len(given) != n:
             raise InvalidRequest(
@@ -106,7 +113,8 @@ def completion_batch(
                 item["prompt_token_ids"] = gen.prompt_token_ids
             choices.append(item)
             completion_total += len(choice.token_ids or ())
-        prompt_total += req.prompt_tokens[i] if req.prompt_tokens else len(prompt_ids or ())
+        # vLLM 0.33: ``prompt_tokens`` only counts what the caller sent (0 without it)
+        prompt_total += req.prompt_tokens[i] if req.prompt_tokens else 0
     kv = [g.kv_transfer_params for g in req.generate_responses]
     return {
         "id": req.generate_responses[0].request_id,
@@ -114,17 +122,19 @@ def completion_batch(
         "created": int(time.time()),
         "model": name,
         "choices": choices,
-        "usage": usage_block(prompt_total, completion_total),
+        "service_tier": None,
         "system_fingerprint": None,
+        "usage": usage_block(prompt_total, completion_total),
         "kv_transfer_params": kv[0] if all(k == kv[0] for k in kv) else None,
-        "metrics": req.generate_responses[0].metrics if n == 1 else None,
+        "ec_transfer_params": None,
+        "metrics": metrics_block(req.generate_responses[0].metrics) if n == 1 else None,
     }
 
 
 def _stream_choice(out: StepOutput, choice: GenerateChoice, state: StreamState) -> dict[str, Any]:
     item = _completion_choice(out, choice.index, choice, state)
-    del item["prompt_logprobs"]
-    item["weight_versions"] = None
+    for key in ("prompt_logprobs", "routed_experts"):
+        del item[key]
     return item
 
 

@@ -4,10 +4,11 @@ Two strategies, chosen once per tokenizer by :func:`detokenizer_for`:
 
 * **Byte table** (every byte-level BPE tokenizer: GPT-2 style ``ByteLevel`` decoder). Each id is
   mapped once to its bytes (vocab token string → bytes through the GPT-2 byte decoder; added
-  tokens → their content as UTF-8). A step appends the new ids' bytes to the carried incomplete
-  UTF-8 tail (at most 3 bytes) and decodes with an incremental UTF-8 decoder using
-  ``errors="replace"`` semantics, so U+FFFD appears exactly where a whole decode puts one and
-  an invalid byte is released at once (nothing stalls; bug case BR02). Cost O(new ids).
+  tokens → their content as UTF-8). A step appends each id's bytes to the held bytes (the
+  tokens since the text last ended on a character boundary, as vLLM holds them) and decodes
+  with an incremental UTF-8 decoder using ``errors="replace"`` semantics, so U+FFFD appears
+  exactly where a whole decode puts one and an invalid byte is released at once (nothing
+  stalls; bug case BR02). Cost O(new ids).
 * **Window** (any other tokenizer, e.g. SentencePiece/Metaspace). The vLLM-style prefix/read
   offset scheme over a short window of ids: decode ``window[prefix:]``, emit what extends
   ``decode(window[prefix:read])``; hold while the text ends in U+FFFD, but at most
@@ -31,6 +32,11 @@ from ..tokens.fast_tokenizer import byte_level_decoder
 
 #: Ids the window strategy holds back at most while the text ends in U+FFFD.
 MAX_HELD_IDS = 4
+#: Bytes the byte table holds back at most while the text ends inside a character. vLLM 0.33's
+#: ``detokenize_incrementally`` holds the whole text of the tokens since the last emission
+#: (e.g. the space of a `` \xf0\x9f`` token) until the character completes; beyond this
+#: bound the complete part is released and only the incomplete tail (≤ 3 bytes) kept (BR02).
+MAX_HELD_BYTES = 16
 #: Ids of prompt context the window strategy seeds with (leading-space rules of Metaspace).
 SEED_IDS = 5
 _REPLACEMENT = "\ufffd"
@@ -38,7 +44,8 @@ _REPLACEMENT = "\ufffd"
 
 @dataclass(frozen=True, slots=True)
 class DetokState:
-    """Carried between steps. ``pending``: trailing incomplete UTF-8 bytes (byte table, ≤ 3).
+    """Carried between steps. ``pending``: the bytes held back while they end inside a
+    character (byte table, ≤ :data:`MAX_HELD_BYTES`).
     ``window``/``prefix``/``read``: the window strategy's ids and offsets (≤ a few ids)."""
 
     pending: bytes = b""
@@ -149,8 +156,20 @@ def step(
     if detok.token_bytes is not None:
         if not kept:
             return "", state
-        text, pending = _utf8_step(state.pending, b"".join(detok.bytes_of(i) for i in kept), False)
-        return text, replace(state, pending=pending)
+        out_text: list[str] = []
+        pending = state.pending
+        for token_id in kept:
+            data = pending + detok.bytes_of(token_id)
+            text, tail = _utf8_step(b"", data, False)
+            if not tail:
+                out_text.append(text)
+                pending = b""
+            elif len(data) <= MAX_HELD_BYTES:
+                pending = data  # hold the token's whole text while it ends mid-character
+            else:
+                out_text.append(text)
+                pending = tail
+        return "".join(out_text), replace(state, pending=pending)
     out: list[str] = []
     for token_id in kept:
         text, state = _window_step(detok, state, token_id)
@@ -183,15 +202,17 @@ def _suffix(prefix_text: str, full: str) -> str:
 
 
 def flush(detok: Detokenizer, state: DetokState) -> tuple[str, DetokState]:
-    """End of output: release held bytes/ids (incomplete UTF-8 becomes U+FFFD, as a whole
-    decode would)."""
+    """End of output: release held ids, but drop a character left incomplete at the end (a
+    length-truncated output ending mid-UTF-8 gives no U+FFFD). Source: vLLM 0.33
+    ``detokenize_incrementally`` never emits text that still ends in U+FFFD, so the online
+    derenderer drops a trailing partial character, batch and streaming."""
     if detok.token_bytes is not None:
-        text, _ = _utf8_step(state.pending, b"", True)
-        return text, DetokState()
+        return "", DetokState()
     if state.read >= len(state.window):
         return "", DetokState()
     prefix_text = detok.decode(state.window[state.prefix : state.read])
-    return _suffix(prefix_text, detok.decode(state.window[state.prefix :])), DetokState()
+    rest = _suffix(prefix_text, detok.decode(state.window[state.prefix :]))
+    return ("" if rest.endswith(_REPLACEMENT) else rest), DetokState()
 
 
 def drop_set(

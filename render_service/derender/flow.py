@@ -26,6 +26,7 @@ from ..protocol.derender import (
     GenerateChoice,
     GenerateTokensStreamResponse,
     OutputOptions,
+    PerRequestMetrics,
     StreamState,
     Usage,
 )
@@ -126,6 +127,25 @@ def chat_lp_limit(chat: ChatRequestFields | None) -> int | None:
     if chat is None:
         return None
     return logprobs.chat_top_limit(chat.logprobs, chat.top_logprobs, bool(chat.logprob_token_ids))
+
+
+def metrics_block(metrics: PerRequestMetrics | None) -> dict[str, Any] | None:
+    """The generate response's ``metrics`` echoed whole: vLLM 0.33 validates it as
+    ``PerRequestMetrics`` and dumps every field (absent timings as null, other keys kept)."""
+    return None if metrics is None else metrics.model_dump()
+
+
+#: vLLM 0.33 ``VLLM_MAX_N_SEQUENCES`` default: the bound on ``generate_responses`` and on the
+#: choices of one response (400 beyond it).
+MAX_CHOICES = 16384
+
+
+def check_count(count: int, what: str) -> None:
+    """400 when ``count`` (of ``what``) exceeds :data:`MAX_CHOICES`, as vLLM's
+    ``_validate_derender_bounds`` does before any decode."""
+    if count > MAX_CHOICES:
+        raise InvalidRequest(f"{what} count ({count}) exceeds server maximum ({MAX_CHOICES}).",
+                             param=what)
 
 
 def usage_block(prompt: int, completion: int) -> dict[str, Any]:
@@ -263,7 +283,7 @@ def stream_chunk(
         "usage": _stream_usage(prompt_tokens, state, gen.usage),
         "system_fingerprint": None,
         **extra,
-        "metrics": gen.metrics,
+        "metrics": metrics_block(gen.metrics),
         "kv_transfer_params": gen.kv_transfer_params,
     }
 

@@ -76,7 +76,11 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
     pipe = Pipeline(
         detok=detokenize.detokenizer_for(tok),
         parser=parser_for(bundle, settings),
-        special_ids=bundle.special_token_ids,
+        # skip_special_tokens skips the tokenizer's ``all_special_ids`` (bos/eos/unk/pad and the
+        # additional special tokens), not every added token flagged special: vLLM 0.33's
+        # detokenizer (``convert_ids_to_tokens(skip_special_tokens=True)``) keeps e.g. Llama's
+        # ``<|python_tag|>``, Mistral's ``[TOOL_CALLS]`` and harmony's ``<|channel|>`` as text.
+        special_ids=frozenset(int(i) for i in tok.all_special_ids),
         eos_id=tok.eos_token_id,
         model_eos_ids=bundle.eos_token_ids,
         fingerprint=fingerprint,

@@ -68,6 +68,34 @@ class Usage(WireModel):
     completion_tokens_details: Any = None
 
 
+class SpeculativeDecodingMetrics(BaseModel):
+    """vLLM 0.33 ``SpeculativeDecodingMetrics`` (experimental; every field required)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    mean_acceptance_length: float
+    draft_acceptance_rate: float
+    acceptance_histogram: list[int]
+    num_spec_steps: int
+    num_accepted_draft_tokens: int
+    num_draft_tokens: int
+
+
+class PerRequestMetrics(BaseModel):
+    """vLLM 0.33 ``PerRequestMetrics`` of a generate response: the timing fields (null when
+    absent) plus any other key the engine sent (kept, as vLLM's ``extra="allow"`` does); echoed
+    whole in the derendered ``metrics``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    time_to_first_token_ms: float | None = None
+    generation_time_ms: float | None = None
+    queue_time_ms: float | None = None
+    mean_itl_ms: float | None = None
+    tokens_per_second: float | None = None
+    speculative_decoding: SpeculativeDecodingMetrics | None = None
+
+
 class GenerateTokensResponse(WireModel):
     """Non-streaming generate response (``output_mode`` must be ``"tokens"``: re-decoding a
     ``text``/``derender`` response would undo the engine's stop-string cut)."""
@@ -79,7 +107,7 @@ class GenerateTokensResponse(WireModel):
     prompt_logprobs: Any = None
     prompt_token_ids: list[NonNegativeInt] | None = None
     kv_transfer_params: dict[str, Any] | None = None
-    metrics: Any = None
+    metrics: PerRequestMetrics | None = None
     output_mode: Literal["tokens"] = "tokens"
     choices: list[GenerateChoice]
 
@@ -93,7 +121,7 @@ class GenerateTokensStreamResponse(WireModel):
     output_mode: Literal["tokens"] = "tokens"
     choices: list[GenerateStreamChoice] = Field(default_factory=list)
     prompt_token_ids: list[NonNegativeInt] | None = None
-    metrics: Any = None
+    metrics: PerRequestMetrics | None = None
     kv_transfer_params: dict[str, Any] | None = None
 
 
@@ -208,7 +236,7 @@ class StreamState(BaseModel):
         model: echoed model name. created: echoed ``created`` (seconds).
         role: ``role: "assistant"`` already sent. done: the output ended (finish or stop string);
             later chunks produce no choices.
-        pend: trailing incomplete UTF-8 bytes (≤ 3). win/pre/rd: window detokenizer ids and
+        pend: held bytes ending inside a character (≤ 16). win/pre/rd: window detokenizer ids and
             offsets (only for tokenizers that are not byte-level BPE).
         held: text held back because it may start a stop string.
         stops, incl: the request's ``stop`` and ``include_stop_str_in_output``.
@@ -238,7 +266,7 @@ class StreamState(BaseModel):
     created: int = 0
     role: bool = False
     done: bool = False
-    pend: list[int] = Field(default_factory=list, max_length=3)
+    pend: list[int] = Field(default_factory=list, max_length=16)
     win: list[int] = Field(default_factory=list, max_length=16)
     pre: int = 0
     rd: int = 0

@@ -1,0 +1,125 @@
+"""Record vLLM 0.33's answers to the derender cases the harness found, as goldens for our tests.
+
+    python -m tools.differential.record [--vllm ~/vllm/bin/vllm] [--port 8141]
+
+Starts ``vllm launch render`` on the Qwen3 folder with the README's flags, sends each case of
+:func:`cases` and writes ``tests/data/vllm_derender_golden.json`` (body, status, answer). The
+tests (``tests/test_derender_vllm_golden.py``) then need no vLLM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .servers import MODEL_FLAGS, _stop, _wait_ready
+
+MODEL = "Qwen--Qwen3-0.6B"
+OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "vllm_derender_golden.json"
+
+
+def _partial(tok: Any, text: str) -> list[int]:
+    """The ids of ``text`` cut after the first token that leaves a character incomplete."""
+    ids = tok.encode(text, add_special_tokens=False)
+    for k in range(1, len(ids)):
+        if tok.decode(ids[:k]).endswith("\ufffd"):
+            return ids[:k]
+    raise ValueError(f"no partial character in {text!r}")
+
+
+def cases(tok: Any) -> list[dict[str, Any]]:
+    """``[{"name", "path", "body"}]``: the derender kinds (non-parser) of issue 8."""
+    cut = _partial(tok, "Hi 😶‍🌫️ there")
+    special = tok.encode("<|im_start|>assistant\nHi<think>x</think> <|endoftext|>ok",
+                         add_special_tokens=False)
+    metrics = {"arrival_time": 1.5, "queue_time_ms": 2.0}
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    out: list[dict[str, Any]] = []
+
+    def cmp(name: str, responses: list[dict[str, Any]], **extra: Any) -> None:
+        out.append({"name": name, "path": "/v1/completions/derender",
+                    "body": {"generate_responses": responses, **extra}})
+
+    cmp("completion_length_cut_partial_char",
+        [{"request_id": "cmpl-a", "choices": [{"index": 0, "token_ids": cut, "finish_reason": "length"}],
+          "metrics": metrics}])
+    cmp("completion_stop_no_eos_partial_char",
+        [{"request_id": "cmpl-b", "choices": [{"index": 0, "token_ids": cut, "finish_reason": "stop"}]}],
+        completion_request={"prompt": "x", "return_token_ids": True})
+    cmp("completion_two_responses_default_usage",
+        [{"request_id": "cmpl-c", "choices": [{"index": 0, "token_ids": cut[:1]}], "metrics": metrics},
+         {"request_id": "cmpl-d", "choices": [{"index": 0, "token_ids": cut[:2]}]}])
+    cmp("completion_prompt_tokens_given",
+        [{"request_id": "cmpl-e", "choices": [{"index": 0, "token_ids": cut[:1]}],
+          "metrics": {"time_to_first_token_ms": 3.5}}], prompt_tokens=[7])
+    for skip in (None, True, False):
+        for spaces in (None, False):
+            req: dict[str, Any] = {"prompt": "x"}
+            if skip is not None:
+                req["skip_special_tokens"] = skip
+            if spaces is not None:
+                req["spaces_between_special_tokens"] = spaces
+            cmp(f"completion_special_tokens_skip_{skip}_spaces_{spaces}",
+                [{"request_id": "cmpl-s", "choices": [{"index": 0, "token_ids": special,
+                                                      "finish_reason": "length"}]}],
+                completion_request=req)
+            out.append({"name": f"chat_special_tokens_skip_{skip}_spaces_{spaces}",
+                        "path": "/v1/chat/completions/derender",
+                        "body": {"generate_response": {"request_id": "chatcmpl-s", "choices": [
+                            {"index": 0, "token_ids": special, "finish_reason": "length"}]},
+                            "chat_request": {**chat, **{k: v for k, v in req.items()
+                                                        if k != "prompt"}},
+                            "prompt_token_ids": [151644, 872, 198, 6023, 151645, 198, 151644,
+                                                 77091, 198]}})
+    out.append({"name": "chat_length_cut_partial_char", "path": "/v1/chat/completions/derender",
+                "body": {"generate_response": {"request_id": "chatcmpl-p", "choices": [
+                    {"index": 0, "token_ids": cut, "finish_reason": "length"}], "metrics": metrics},
+                    "chat_request": chat, "prompt_token_ids": [151644, 872, 198]}})
+    out.append({"name": "completion_stream_metrics", "path": "/v1/completions/derender",
+                "body": {"stream": True, "generate_chunk": {"request_id": "cmpl-m", "choices": [
+                    {"index": 0, "token_ids": cut[:1], "finish_reason": "length"}], "metrics": metrics},
+                    "completion_request": {"prompt": "x"}}})
+    out.append({"name": "chat_stream_metrics", "path": "/v1/chat/completions/derender",
+                "body": {"stream": True, "generate_chunk": {"request_id": "chatcmpl-m", "choices": [
+                    {"index": 0, "token_ids": cut[:1], "finish_reason": "length"}], "metrics": metrics},
+                    "chat_request": chat, "prompt_token_ids": [151644, 872, 198]}})
+    return out
+
+
+def main() -> None:
+    from transformers import AutoTokenizer
+
+    p = argparse.ArgumentParser(prog="python -m tools.differential.record")
+    p.add_argument("--vllm", default=os.environ.get("VLLM_BIN", os.path.expanduser("~/vllm/bin/vllm")))
+    p.add_argument("--models-dir", type=Path, default=Path("../shared/models"))
+    p.add_argument("--port", type=int, default=8141)
+    args = p.parse_args()
+    folder = args.models_dir / MODEL
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_TARGET_DEVICE="cpu")
+    proc = subprocess.Popen([args.vllm, "launch", "render", str(folder), "--port", str(args.port),
+                             *MODEL_FLAGS[MODEL]], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{args.port}"
+    try:
+        _wait_ready(url, proc, 300)
+        records = []
+        for case in cases(tok):
+            r = httpx.post(url + case["path"], json=case["body"], timeout=60)
+            records.append({**case, "model": MODEL, "flags": MODEL_FLAGS[MODEL],
+                            "status": r.status_code, "response": r.json()})
+    finally:
+        _stop(proc)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {len(records)} cases to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
