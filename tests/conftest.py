@@ -96,7 +96,8 @@ def shared_bundle(settings: Settings) -> ModelBundle:
     bundle = _BUNDLES.pop(key, None)
     if bundle is None:
         path = settings.model_path
-        bundle = load_bundle(settings, _tokenizer_at(path) if Path(path).is_dir() else None)
+        own = Path(path).is_dir() and getattr(settings, "tokenizer", None) is None  # no --tokenizer
+        bundle = load_bundle(settings, _tokenizer_at(path) if own else None)
     _BUNDLES[key] = bundle  # most recently used last
     while len(_BUNDLES) > MAX_BUNDLES:
         _BUNDLES.pop(next(iter(_BUNDLES)))
