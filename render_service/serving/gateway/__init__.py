@@ -97,7 +97,8 @@ async def _unless_disconnected(request: Request, work: Awaitable[Any]) -> tuple[
 
 def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
                     respond: Callable[[Any], Response]) -> None:
-    """Add ``/v1/chat/completions`` and ``/v1/completions`` and the engine client's lifetime.
+    """Add ``/v1/chat/completions``, ``/v1/completions``, ``/v1/messages`` (Anthropic) and
+    ``/v1/responses`` (OpenAI Responses), and the engine client's lifetime.
 
     ``read_body(request)`` parses and bounds a JSON body (400/413 as the other routes);
     ``respond(value)`` makes the JSON response.
@@ -115,7 +116,7 @@ def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
 
     app.router.lifespan_context = lifespan
 
-    async def handle(request: Request, chat: bool) -> Response:
+    async def handle(request: Request, api: str) -> Response:
         arrived = time.perf_counter()
         body = await read_body(request)
         if not isinstance(body, dict):
@@ -124,11 +125,11 @@ def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
             body["request_id"] = request.state.request_id
         state = request.app.state
         engines: Engines = state.engines
-        legs = await state.pool.run(prepare, state.bundle, settings, body, chat)
+        legs = await state.pool.run(prepare, state.bundle, settings, body, api)
         endpoint = request.url.path
         if body.get("stream") is True:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            stream = GatewayStream(engines, legs, endpoint, arrived, include_usage)
+            stream = GatewayStream(engines, legs, endpoint, arrived, include_usage, api)
             await stream.open()
             return EventStream(stream)
         where: list[str] = []
@@ -138,15 +139,16 @@ def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
                 engines.abort(engines.decode, where[-1],
                               [engine_request_id(leg.request_id) for leg in legs], "client_disconnect")
             return Response(status_code=499)
-        result = await state.pool.run(derender_batch, state.bundle, settings, body, legs, results, chat)
+        result = await state.pool.run(derender_batch, state.bundle, settings, body, legs, results, api)
         return respond(result)
 
-    async def chat_completions(request: Request) -> Response:
-        return await handle(request, chat=True)
+    def route(path: str, api: str) -> None:
+        async def endpoint(request: Request) -> Response:
+            return await handle(request, api)
 
-    async def completions(request: Request) -> Response:
-        return await handle(request, chat=False)
+        app.add_api_route(path, endpoint, methods=["POST"], name=path)
 
-    app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"],
-                      name="/v1/chat/completions")
-    app.add_api_route("/v1/completions", completions, methods=["POST"], name="/v1/completions")
+    route("/v1/chat/completions", "chat")
+    route("/v1/completions", "completions")
+    route("/v1/messages", "messages")
+    route("/v1/responses", "responses")
