@@ -39,7 +39,7 @@ from ..protocol.derender import ChatRequestFields, GenerateChoice, StreamState
 from ..settings import Settings
 from .blocks import Piece, opens_block, pieces, tool_input
 from .chat import derender_chat
-from .flow import ChoiceShape, LiveStream, check_len, initial_state, is_stream, run_stream
+from .flow import ChoiceShape, LiveStream, is_stream, open_live, run_stream
 from .pipeline import StepOutput, pipeline_for
 
 NEEDS_REQUEST = (
@@ -250,12 +250,10 @@ def open_messages_stream(
         UnknownModel: ``model`` is not served. ValidationError: a malformed request.
     """
     req = AnthropicMessagesRequest.model_validate(messages_request)
-    name = check_model(bundle, req.model)
-    pipe = pipeline_for(bundle, settings)
-    check_len(bundle, settings, "prompt_token_ids", prompt_token_ids)
-    start = initial_state(pipe, settings, rid=rid, model=name, opts=chat_fields(req, settings),
-                          prompt_ids=prompt_token_ids, lp_limit=None)
-    return LiveStream(bundle, settings, pipe, start, "message", _shape(len(prompt_token_ids)), {})
+    opts = chat_fields(req, settings)
+    assert opts is not None
+    return open_live(bundle, settings, req.model, opts, prompt_token_ids, rid, object_name="message",
+                     shape=_shape(len(prompt_token_ids)), extra={})
 
 
 def _stream(bundle: ModelBundle, settings: Settings, req: DerenderMessagesStreamRequest) -> dict[str, Any]:

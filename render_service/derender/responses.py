@@ -33,7 +33,7 @@ from ..settings import Settings
 from .anthropic import effort_kwargs
 from .blocks import Piece, opens_block, pieces
 from .chat import derender_chat
-from .flow import ChoiceShape, LiveStream, check_len, initial_state, is_stream, run_stream
+from .flow import ChoiceShape, LiveStream, is_stream, open_live, run_stream
 from .pipeline import StepOutput, pipeline_for
 
 NEEDS_REQUEST = (
@@ -350,12 +350,10 @@ def open_responses_stream(
         UnknownModel: ``model`` is not served. ValidationError: a malformed request.
     """
     req = ResponsesRequest.model_validate(responses_request)
-    name = check_model(bundle, req.model)
-    pipe = pipeline_for(bundle, settings)
-    check_len(bundle, settings, "prompt_token_ids", prompt_token_ids)
-    start = initial_state(pipe, settings, rid=rid, model=name, opts=chat_fields(req),
-                          prompt_ids=prompt_token_ids, lp_limit=None, prompt_tokens=len(prompt_token_ids))
-    return LiveStream(bundle, settings, pipe, start, "response", _shape(req, None), {})
+    opts = chat_fields(req)
+    assert opts is not None
+    return open_live(bundle, settings, req.model, opts, prompt_token_ids, rid, object_name="response",
+                     shape=_shape(req, None), extra={}, prompt_tokens=len(prompt_token_ids))
 
 
 def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStreamRequest) -> dict[str, Any]:
