@@ -1,5 +1,6 @@
-"""Gateway mode: plain OpenAI ``POST /v1/chat/completions`` and ``POST /v1/completions`` in front
-of tokens-only engines (``render-service serve ... --engine-url URL [--prefill-url URL]``).
+"""Gateway mode: plain OpenAI ``POST /v1/chat/completions`` and ``POST /v1/completions``, the
+Anthropic ``POST /v1/messages`` and OpenAI ``POST /v1/responses`` in front of tokens-only engines
+(``render-service serve ... --engine-url URL [--prefill-url URL]``).
 
 Part of the serving wing (may import everything of ours). :func:`install_gateway` adds the two
 routes to the app; :mod:`.hops` drives render → prefill → decode → derender, :mod:`.engines`
@@ -8,7 +9,9 @@ makes the engine calls, :mod:`.metrics` holds the gateway's Prometheus series.
 Responses: JSON (``stream`` false) or SSE (``data: {chunk}`` events, ``data: [DONE]``) with the
 chunks streaming derender produces. Errors before the stream starts are plain HTTP errors in the
 upstream shape (engine down 502, timeout 504, engine 4xx → 400 with its message); after it
-started, an SSE ``data: {"error": ...}`` event then ``data: [DONE]`` (as upstream).
+started, an SSE ``data: {"error": ...}`` event then ``data: [DONE]`` (as upstream). Messages and
+Responses stream named events (``event: <type>``, no ``[DONE]``) and end an error with an
+``event: error``.
 """
 
 from __future__ import annotations
