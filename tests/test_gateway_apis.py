@@ -150,3 +150,15 @@ def test_responses_stop_aborts_and_errors(sdk, engines):  # noqa: F811
         sdk.responses.create(model=MODEL, input="hi", previous_response_id="resp_x")
     with pytest.raises(openai.BadRequestError):
         sdk.responses.create(model=MODEL, input="hi", tools=[{"type": "web_search"}])
+
+
+def test_engine_failure_is_a_502_for_both_sdks(claude, sdk):
+    with pytest.raises(anthropic.InternalServerError) as err:
+        claude.messages.create(model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "explode"}])
+    assert err.value.status_code == 502
+    with pytest.raises(anthropic.InternalServerError):
+        list(claude.messages.create(model=MODEL, max_tokens=10, stream=True,
+                                    messages=[{"role": "user", "content": "explode"}]))
+    with pytest.raises(openai.InternalServerError) as oerr:
+        sdk.responses.create(model=MODEL, input="explode", stream=True)
+    assert oerr.value.status_code == 502
