@@ -17,7 +17,8 @@ from anthropic.types import Message
 from openai.types.responses import Response
 from test_gateway import TOOLS, _wait_for, engines, gateway  # noqa: F401 (fixtures)
 
-from render_service.serving.gateway.hops import prefill_body
+from render_service.errors import error_body
+from render_service.serving.gateway.hops import named_error, prefill_body
 
 MODEL = "Qwen/Qwen3-0.6B"
 WEATHER = [{"role": "user", "content": "What is the weather in Tokyo and Zürich?"}]
@@ -162,3 +163,16 @@ def test_engine_failure_is_a_502_for_both_sdks(claude, sdk):
     with pytest.raises(openai.InternalServerError) as oerr:
         sdk.responses.create(model=MODEL, input="explode", stream=True)
     assert oerr.value.status_code == 502
+
+
+def test_error_after_the_stream_started_is_each_apis_error_event():
+    from anthropic.types import ErrorResponse
+    from openai.types.responses import ResponseErrorEvent
+
+    body = error_body("engine went away", "BadGatewayError", 502)
+    for api, kind in (("messages", ErrorResponse), ("responses", ResponseErrorEvent)):
+        head, data = named_error(api, body).decode().rstrip("\n").split("\n")
+        assert head == "event: error"
+        event = kind.model_validate_json(data[6:])
+        assert event.type == "error"
+    assert "engine went away" in named_error("messages", body).decode()
