@@ -176,3 +176,19 @@ def test_error_after_the_stream_started_is_each_apis_error_event():
         event = kind.model_validate_json(data[6:])
         assert event.type == "error"
     assert "engine went away" in named_error("messages", body).decode()
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/responses"])
+def test_client_disconnect_aborts_the_engine_request(gateway, engines, path):  # noqa: F811
+    d_app = engines["decode"][1]
+    tag = f"gone-{path.rsplit('/', 1)[1]}"
+    body = {"model": MODEL, "max_tokens": 1000, "stream": True,
+            "messages": [{"role": "user", "content": "count slow please"}]}
+    if path == "/v1/responses":
+        body = {"model": MODEL, "input": "count slow please", "stream": True}
+    with httpx.Client(base_url=gateway.base_url, timeout=30) as client:
+        with client.stream("POST", path, json=body, headers={"X-Request-Id": tag}) as r:
+            assert r.status_code == 200
+            assert next(line for line in r.iter_lines() if line.startswith("event: "))
+    assert _wait_for(lambda: any(tag in rid for rid in d_app.state.aborts))
+    assert _wait_for(lambda: not any(tag in rid for rid in d_app.state.active))
