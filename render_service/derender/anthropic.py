@@ -39,7 +39,7 @@ from ..protocol.derender import ChatRequestFields, GenerateChoice, StreamState
 from ..settings import Settings
 from .blocks import Piece, opens_block, pieces, tool_input
 from .chat import derender_chat
-from .flow import is_stream, run_stream
+from .flow import ChoiceShape, LiveStream, is_stream, open_live, run_stream
 from .pipeline import StepOutput, pipeline_for
 
 NEEDS_REQUEST = (
@@ -234,6 +234,28 @@ def _events(
     return events
 
 
+def _shape(input_tokens: int) -> ChoiceShape:
+    """The step shape of a Messages stream: ``{"events": [...]}`` (per call and live alike)."""
+    return lambda out, choice, st: {"events": _events(out, choice, st, input_tokens)}
+
+
+def open_messages_stream(
+    bundle: ModelBundle, settings: Settings, messages_request: Any, prompt_token_ids: list[int], rid: str
+) -> LiveStream:
+    """An in-memory Messages stream (the gateway's ``POST /v1/messages``): each
+    :meth:`LiveStream.step` chunk has at most one choice whose ``events`` are the Anthropic SSE
+    events of that engine event, built by the same code as the per-call streaming derender.
+
+    Raises:
+        UnknownModel: ``model`` is not served. ValidationError: a malformed request.
+    """
+    req = AnthropicMessagesRequest.model_validate(messages_request)
+    opts = chat_fields(req, settings)
+    assert opts is not None
+    return open_live(bundle, settings, req.model, opts, prompt_token_ids, rid, object_name="message",
+                     shape=_shape(len(prompt_token_ids)), extra={})
+
+
 def _stream(bundle: ModelBundle, settings: Settings, req: DerenderMessagesStreamRequest) -> dict[str, Any]:
     check_model(bundle, req.model)
     pipe = pipeline_for(bundle, settings)
@@ -249,7 +271,7 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderMessagesStream
         chat_fields(req.messages_request, settings),
         None,
         object_name="message",
-        shape=lambda out, choice, st: {"events": _events(out, choice, st, input_tokens)},
+        shape=_shape(input_tokens),
         extra={},
     )
     choices = reply["chunk"]["choices"]

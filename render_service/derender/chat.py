@@ -52,6 +52,7 @@ from .flow import (
     initial_state,
     is_stream,
     metrics_block,
+    open_live,
     run_stream,
     usage_block,
 )
@@ -224,10 +225,6 @@ def open_chat_stream(
         UnknownModel: ``model`` is not served. ValidationError: a malformed request.
     """
     chat = ChatRequestFields.model_validate(chat_request)
-    name = check_model(bundle, chat.model)
-    pipe = pipeline_for(bundle, settings)
-    check_len(bundle, settings, "prompt_token_ids", prompt_token_ids)
-    start = initial_state(pipe, settings, rid=rid, model=name, opts=chat, prompt_ids=prompt_token_ids,
-                          lp_limit=chat_lp_limit(chat))
-    return LiveStream(bundle, settings, pipe, start, "chat.completion.chunk", _delta_choice,
-                      {"prompt_token_ids": None, "prompt_text": None})
+    return open_live(bundle, settings, chat.model, chat, prompt_token_ids, rid,
+                     object_name="chat.completion.chunk", shape=_delta_choice,
+                     extra={"prompt_token_ids": None, "prompt_text": None}, lp_limit=chat_lp_limit(chat))

@@ -32,7 +32,7 @@ from ..protocol.derender import (
 )
 from ..settings import Settings
 from . import detokenize, logprobs, stop_strings
-from .pipeline import Pipeline, StepOutput, advance
+from .pipeline import Pipeline, StepOutput, advance, pipeline_for
 from .stream_state import decode_state, encode_state
 
 logger = logging.getLogger(__name__)
@@ -389,3 +389,31 @@ class LiveStream:
     def finished(self, n: int) -> bool:
         """Whether all ``n`` choices have ended (finish reason or stop string)."""
         return all(self.states.get(i) is not None and self.states[i].done for i in range(n))
+
+
+def open_live(
+    bundle: ModelBundle,
+    settings: Settings,
+    model: str | None,
+    opts: OutputOptions,
+    prompt_token_ids: list[int],
+    rid: str,
+    *,
+    object_name: str,
+    shape: ChoiceShape,
+    extra: dict[str, Any],
+    lp_limit: int | None = None,
+    prompt_tokens: int | None = None,
+) -> LiveStream:
+    """The :class:`LiveStream` of one rendered request: what a first streaming derender call would
+    open (model check, prompt bound, :func:`initial_state`), kept in memory.
+
+    Raises:
+        UnknownModel: ``model`` is not served. InvalidRequest: prompt over ``max_model_len``.
+    """
+    name = check_model(bundle, model)
+    pipe = pipeline_for(bundle, settings)
+    check_len(bundle, settings, "prompt_token_ids", prompt_token_ids)
+    start = initial_state(pipe, settings, rid=rid, model=name, opts=opts, prompt_ids=prompt_token_ids,
+                          lp_limit=lp_limit, prompt_tokens=prompt_tokens)
+    return LiveStream(bundle, settings, pipe, start, object_name, shape, extra)

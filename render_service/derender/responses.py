@@ -33,7 +33,7 @@ from ..settings import Settings
 from .anthropic import effort_kwargs
 from .blocks import Piece, opens_block, pieces
 from .chat import derender_chat
-from .flow import is_stream, run_stream
+from .flow import ChoiceShape, LiveStream, is_stream, open_live, run_stream
 from .pipeline import StepOutput, pipeline_for
 
 NEEDS_REQUEST = (
@@ -327,6 +327,35 @@ def _step_events(
     return ev.events
 
 
+def _shape(req: ResponsesRequest | None, first_tokens: int | None) -> ChoiceShape:
+    """The step shape of a Responses stream: ``{"events": [...]}`` (per call and live alike);
+    ``first_tokens`` (first call) sets the state's prompt token count."""
+
+    def shape(out: StepOutput, choice: GenerateChoice, st: StreamState) -> dict[str, Any]:
+        if first_tokens is not None:
+            st.ptoks = first_tokens
+        return {"events": _step_events(out, choice, st, req, st.ptoks or 0)}
+
+    return shape
+
+
+def open_responses_stream(
+    bundle: ModelBundle, settings: Settings, responses_request: Any, prompt_token_ids: list[int], rid: str
+) -> LiveStream:
+    """An in-memory Responses stream (the gateway's ``POST /v1/responses``): each
+    :meth:`LiveStream.step` chunk has at most one choice whose ``events`` are the Responses
+    stream events of that engine event, built by the same code as the per-call streaming derender.
+
+    Raises:
+        UnknownModel: ``model`` is not served. ValidationError: a malformed request.
+    """
+    req = ResponsesRequest.model_validate(responses_request)
+    opts = chat_fields(req)
+    assert opts is not None
+    return open_live(bundle, settings, req.model, opts, prompt_token_ids, rid, object_name="response",
+                     shape=_shape(req, None), extra={}, prompt_tokens=len(prompt_token_ids))
+
+
 def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStreamRequest) -> dict[str, Any]:
     check_model(bundle, req.model)
     pipe = pipeline_for(bundle, settings)
@@ -334,11 +363,6 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStrea
         raise InvalidRequest(NEEDS_REQUEST, param="responses_request")
     prompt = req.prompt_token_ids if req.prompt_token_ids is not None else req.generate_chunk.prompt_token_ids
     first_tokens = req.prompt_tokens if req.prompt_tokens is not None else len(prompt or ())
-
-    def shape(out: StepOutput, choice: GenerateChoice, st: StreamState) -> dict[str, Any]:
-        if req.stream_state is None:
-            st.ptoks = first_tokens
-        return {"events": _step_events(out, choice, st, req.responses_request, st.ptoks or 0)}
 
     reply = run_stream(
         bundle,
@@ -348,7 +372,7 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStrea
         chat_fields(req.responses_request),
         None,
         object_name="response",
-        shape=shape,
+        shape=_shape(req.responses_request, first_tokens if req.stream_state is None else None),
         extra={},
     )
     choices = reply["chunk"]["choices"]

@@ -1,5 +1,6 @@
-"""Gateway mode: plain OpenAI ``POST /v1/chat/completions`` and ``POST /v1/completions`` in front
-of tokens-only engines (``render-service serve ... --engine-url URL [--prefill-url URL]``).
+"""Gateway mode: plain OpenAI ``POST /v1/chat/completions`` and ``POST /v1/completions``, the
+Anthropic ``POST /v1/messages`` and OpenAI ``POST /v1/responses`` in front of tokens-only engines
+(``render-service serve ... --engine-url URL [--prefill-url URL]``).
 
 Part of the serving wing (may import everything of ours). :func:`install_gateway` adds the two
 routes to the app; :mod:`.hops` drives render → prefill → decode → derender, :mod:`.engines`
@@ -8,7 +9,9 @@ makes the engine calls, :mod:`.metrics` holds the gateway's Prometheus series.
 Responses: JSON (``stream`` false) or SSE (``data: {chunk}`` events, ``data: [DONE]``) with the
 chunks streaming derender produces. Errors before the stream starts are plain HTTP errors in the
 upstream shape (engine down 502, timeout 504, engine 4xx → 400 with its message); after it
-started, an SSE ``data: {"error": ...}`` event then ``data: [DONE]`` (as upstream).
+started, an SSE ``data: {"error": ...}`` event then ``data: [DONE]`` (as upstream). Messages and
+Responses stream named events (``event: <type>``, no ``[DONE]``) and end an error with an
+``event: error``.
 """
 
 from __future__ import annotations
@@ -97,7 +100,8 @@ async def _unless_disconnected(request: Request, work: Awaitable[Any]) -> tuple[
 
 def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
                     respond: Callable[[Any], Response]) -> None:
-    """Add ``/v1/chat/completions`` and ``/v1/completions`` and the engine client's lifetime.
+    """Add ``/v1/chat/completions``, ``/v1/completions``, ``/v1/messages`` (Anthropic) and
+    ``/v1/responses`` (OpenAI Responses), and the engine client's lifetime.
 
     ``read_body(request)`` parses and bounds a JSON body (400/413 as the other routes);
     ``respond(value)`` makes the JSON response.
@@ -115,7 +119,7 @@ def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
 
     app.router.lifespan_context = lifespan
 
-    async def handle(request: Request, chat: bool) -> Response:
+    async def handle(request: Request, api: str) -> Response:
         arrived = time.perf_counter()
         body = await read_body(request)
         if not isinstance(body, dict):
@@ -124,11 +128,11 @@ def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
             body["request_id"] = request.state.request_id
         state = request.app.state
         engines: Engines = state.engines
-        legs = await state.pool.run(prepare, state.bundle, settings, body, chat)
+        legs = await state.pool.run(prepare, state.bundle, settings, body, api)
         endpoint = request.url.path
         if body.get("stream") is True:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            stream = GatewayStream(engines, legs, endpoint, arrived, include_usage)
+            stream = GatewayStream(engines, legs, endpoint, arrived, include_usage, api)
             await stream.open()
             return EventStream(stream)
         where: list[str] = []
@@ -138,15 +142,16 @@ def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
                 engines.abort(engines.decode, where[-1],
                               [engine_request_id(leg.request_id) for leg in legs], "client_disconnect")
             return Response(status_code=499)
-        result = await state.pool.run(derender_batch, state.bundle, settings, body, legs, results, chat)
+        result = await state.pool.run(derender_batch, state.bundle, settings, body, legs, results, api)
         return respond(result)
 
-    async def chat_completions(request: Request) -> Response:
-        return await handle(request, chat=True)
+    def route(path: str, api: str) -> None:
+        async def endpoint(request: Request) -> Response:
+            return await handle(request, api)
 
-    async def completions(request: Request) -> Response:
-        return await handle(request, chat=False)
+        app.add_api_route(path, endpoint, methods=["POST"], name=path)
 
-    app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"],
-                      name="/v1/chat/completions")
-    app.add_api_route("/v1/completions", completions, methods=["POST"], name="/v1/completions")
+    route("/v1/chat/completions", "chat")
+    route("/v1/completions", "completions")
+    route("/v1/messages", "messages")
+    route("/v1/responses", "responses")

@@ -25,10 +25,12 @@ import orjson
 from pydantic import ValidationError
 
 from ... import render
-from ...derender import derender_chat, derender_completion
+from ...derender import derender_chat, derender_completion, derender_messages, derender_responses
+from ...derender.anthropic import open_messages_stream
 from ...derender.chat import open_chat_stream
 from ...derender.completions import open_completion_stream
 from ...derender.flow import LiveStream, usage_block
+from ...derender.responses import open_responses_stream
 from ...errors import RenderServiceError, error_body, to_error_body
 from ...models import ModelBundle
 from ...protocol.derender import GenerateTokensStreamResponse, Usage
@@ -74,20 +76,34 @@ class Leg:
         return int(self.rendered["sampling_params"].get("n") or 1)
 
 
-def prepare(bundle: ModelBundle, settings: Settings, body: dict[str, Any], chat: bool) -> list[Leg]:
-    """Render (CPU, worker thread) and, for a stream, open each leg's in-memory derender state."""
-    if chat:
-        rendered = [render.render_chat(bundle, settings, body)]
-    else:
+API_PREFIX = {"chat": "chatcmpl-", "completions": "cmpl-", "messages": "msg_", "responses": "resp_"}
+"""Client API of a gateway request → the prefix of its response id."""
+NAMED_EVENTS = ("messages", "responses")
+"""APIs whose stream is named SSE events (``event: <type>``) built by their derender."""
+
+
+def response_id(body: dict[str, Any], api: str) -> str:
+    return f"{API_PREFIX[api]}{body['request_id']}"
+
+
+def prepare(bundle: ModelBundle, settings: Settings, body: dict[str, Any], api: str) -> list[Leg]:
+    """Render (CPU, worker thread) and, for a stream, open each leg's in-memory derender state.
+    ``api``: ``chat``, ``completions``, ``messages`` (Anthropic) or ``responses`` (OpenAI)."""
+    if api == "completions":
         rendered = render.render_completion(bundle, settings, body)
+    else:
+        one = {"chat": render.render_chat, "messages": render.render_messages,
+               "responses": render.render_responses}[api]
+        rendered = [one(bundle, settings, body)]
     stream = body.get("stream") is True
     legs = []
-    base = f"{'chatcmpl' if chat else 'cmpl'}-{body['request_id']}"
+    base = response_id(body, api)
+    opener = {"chat": open_chat_stream, "completions": open_completion_stream,
+              "messages": open_messages_stream, "responses": open_responses_stream}[api]
     for i, leg_body in enumerate(rendered):
         leg = Leg(leg_body)
         leg.offset = i * leg.n
         if stream:
-            opener = open_chat_stream if chat else open_completion_stream
             leg.live = opener(bundle, settings, body, leg_body["token_ids"], base)
         legs.append(leg)
     return legs
@@ -125,18 +141,21 @@ async def generate_all(engines: Engines, legs: list[Leg], where: list[str]) -> l
 
 
 def derender_batch(bundle: ModelBundle, settings: Settings, body: dict[str, Any], legs: list[Leg],
-                   results: list[dict[str, Any]], chat: bool) -> dict[str, Any]:
+                   results: list[dict[str, Any]], api: str) -> dict[str, Any]:
     """Batch derender of the engines' answers (worker thread); ids are the rendered ones."""
-    base = f"{'chatcmpl' if chat else 'cmpl'}-{body['request_id']}"
     for result in results:
-        result["request_id"] = base
-    if chat:
-        return derender_chat(bundle, settings, {
-            "model": body.get("model"), "generate_response": results[0], "chat_request": body,
-            "prompt_token_ids": legs[0].rendered["token_ids"]})
-    return derender_completion(bundle, settings, {
-        "model": body.get("model"), "generate_responses": results, "completion_request": body,
-        "prompt_token_ids": [leg.rendered["token_ids"] for leg in legs]})
+        result["request_id"] = response_id(body, api)
+    if api == "completions":
+        return derender_completion(bundle, settings, {
+            "model": body.get("model"), "generate_responses": results, "completion_request": body,
+            "prompt_token_ids": [leg.rendered["token_ids"] for leg in legs]})
+    common = {"model": body.get("model"), "generate_response": results[0],
+              "prompt_token_ids": legs[0].rendered["token_ids"]}
+    if api == "messages":
+        return derender_messages(bundle, settings, {**common, "messages_request": body})
+    if api == "responses":
+        return derender_responses(bundle, settings, {**common, "responses_request": body})
+    return derender_chat(bundle, settings, {**common, "chat_request": body})
 
 
 # --- streaming ------------------------------------------------------------------------------
@@ -150,13 +169,35 @@ def sse(value: Any) -> bytes:
 DONE = b"data: [DONE]\n\n"
 
 
+def named_sse(events: list[dict[str, Any]]) -> bytes:
+    """Named SSE events ``event: <type>\\ndata: <json>\\n\\n`` (Anthropic / Responses streams)."""
+    return b"".join(b"event: " + e["event"].encode() + b"\ndata: " + orjson.dumps(e["data"]) + b"\n\n"
+                    for e in events)
+
+
+def named_error(api: str, body: dict[str, Any]) -> bytes:
+    """An error after a named-event stream started: Anthropic's ``error`` event
+    (``{"type": "error", "error": {"type", "message"}}``) or the Responses ``error`` event
+    (``{"type": "error", "code", "message", "param"}``)."""
+    err = body["error"]
+    data: dict[str, Any]
+    if api == "messages":
+        data = {"type": "error", "error": {"type": "api_error", "message": err["message"]}}
+    else:
+        data = {"type": "error", "code": str(err.get("code")), "message": err["message"],
+                "param": err.get("param"), "sequence_number": 0}
+    return named_sse([{"event": "error", "data": data}])
+
+
 class GatewayStream:
     """One client stream over its legs' engine streams. Iterate :meth:`events` (SSE bytes), then
     always :meth:`close` (stops reading, aborts engine requests not finished, frees the state)."""
 
     def __init__(self, engines: Engines, legs: list[Leg], endpoint: str, arrived: float,
-                 include_usage: bool) -> None:
+                 include_usage: bool, api: str = "chat") -> None:
         self.engines = engines
+        self.named = api in NAMED_EVENTS
+        self.api = api
         self.legs = legs
         self.endpoint = endpoint
         self.arrived = arrived
@@ -227,7 +268,7 @@ class GatewayStream:
         ttft, itl = metrics.TTFT.labels(self.endpoint), metrics.ITL.labels(self.endpoint)
         try:
             async for leg, batch in self._source():
-                out = []
+                out: list[bytes] = []
                 for data in batch:
                     chunk = self._step(leg, data)
                     if chunk is None:
@@ -239,20 +280,27 @@ class GatewayStream:
                         else:
                             itl.observe(now - last)
                         last = now
-                    out.append(sse(chunk))
+                    if self.named:
+                        out.extend(named_sse(c["events"]) for c in chunk["choices"])
+                    else:
+                        out.append(sse(chunk))
                     if leg.stopped:
                         break
                 if out:
                     yield b"".join(out)
-            if self.include_usage:
+            if self.include_usage and not self.named:
                 yield sse(self._usage_chunk())
         except RenderServiceError as exc:
-            yield sse(to_error_body(exc))
+            yield self._error(to_error_body(exc))
         except ValidationError as exc:
             metrics.ENGINE_ERRORS.labels("decode", "stream").inc()
-            yield sse(error_body(f"engine sent an invalid stream event: {exc.errors()[:1]}",
-                                 EngineUnavailable.error_type, 502))
-        yield DONE
+            yield self._error(error_body(f"engine sent an invalid stream event: {exc.errors()[:1]}",
+                                         EngineUnavailable.error_type, 502))
+        if not self.named:
+            yield DONE
+
+    def _error(self, body: dict[str, Any]) -> bytes:
+        return named_error(self.api, body) if self.named else sse(body)
 
     def _step(self, leg: Leg, data: bytes) -> dict[str, Any] | None:
         if data.startswith(b'{"error"'):
