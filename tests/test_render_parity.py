@@ -229,7 +229,9 @@ _ARGS = st.dictionaries(
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    folder=st.sampled_from(["Qwen--Qwen3-0.6B", "meta-llama--Llama-3.1-8B-Instruct", "openai--gpt-oss-20b"]),
+    # gpt-oss renders through openai-harmony as vLLM does, not through its Jinja template: its
+    # arguments are pinned against vLLM by tests/test_render_goldens.py instead
+    folder=st.sampled_from(["Qwen--Qwen3-0.6B", "meta-llama--Llama-3.1-8B-Instruct"]),
     args=_ARGS,
     result=_TEXT,
 )

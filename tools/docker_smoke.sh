@@ -6,7 +6,8 @@
 #   3. a container on a non-default port given by the environment (-e RENDER_SERVICE_PORT) becomes
 #      healthy; so does one whose port is given by a flag (serve --port), on a read-only root
 #      filesystem with a tmpfs /tmp;
-#   4. /v1/chat/completions/render and /v1/chat/completions/derender answer on the published port;
+#   4. /v1/chat/completions/render and /v1/chat/completions/derender answer on the published port,
+#      and the default command parses reasoning and tool calls (auto parsers for the embedded model);
 #   5. read-only without a writable /tmp exits at once with the clear message;
 #   6. SIGTERM (docker stop) drains and the container exits 0.
 # Usage: tools/docker_smoke.sh [IMAGE_TAG]     (default render-service:smoke)
@@ -86,6 +87,18 @@ derender=$(curl -sf "http://127.0.0.1:$port_env/v1/chat/completions/derender" -H
        "generate_response": {"request_id": "chatcmpl-smoke", "choices": [{"index": 0, "finish_reason": "stop",
          "token_ids": [9707, 0, 151645]}]}}')
 echo "$derender" | python3 -c 'import json,sys; r=json.load(sys.stdin); m=r["choices"][0]["message"]; assert "Hello" in (m["content"] or ""), m; print("derender:", json.dumps(m["content"]))'
+
+say "the default image parses reasoning and tool calls (the README's derender example)"
+parsed=$(curl -sf "http://127.0.0.1:$port_env/v1/chat/completions/derender" -H 'content-type: application/json' -d '{
+  "model": "Qwen/Qwen3-0.6B",
+  "chat_request": {"messages": [{"role": "user", "content": "Weather in Paris?"}],
+    "tools": [{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]},
+  "generate_response": {"request_id": "chatcmpl-demo", "choices": [{"index": 0, "finish_reason": "stop",
+    "token_ids": [151667, 198, 59604, 9104, 4362, 624, 151668, 271, 10061, 752, 1779, 624, 151657, 198,
+      4913, 606, 788, 330, 455, 69364, 497, 330, 16370, 788, 5212, 8926, 788, 330, 59604, 95642,
+      151658, 151645]}]}}')
+echo "$parsed" | python3 -c 'import json,sys; c=json.load(sys.stdin)["choices"][0]; m=c["message"]; assert m["reasoning"] and m["tool_calls"][0]["function"]["name"] == "get_weather" and c["finish_reason"] == "tool_calls", c; print("parsed: reasoning", json.dumps(m["reasoning"]), "+ tool call", m["tool_calls"][0]["function"])'
 
 say "read-only root without a writable /tmp"
 names+=(rs-smoke-notmp)
