@@ -204,8 +204,14 @@ def _advance_chunk(
     if not gen.choices or state.done:
         return None, state
     choice = gen.choices[0]
+    if state.ci is not None and choice.index != state.ci:
+        raise InvalidStreamState(
+            f"invalid stream_state: it belongs to choice {state.ci}, this chunk is of choice "
+            f"{choice.index} (keep one stream_state per choice index)",
+            param="stream_state",
+        )
     check_choice(bundle, settings, choice, batch=False)
-    return advance(
+    out, new = advance(
         pipe,
         state,
         choice.token_ids or (),
@@ -215,6 +221,8 @@ def _advance_chunk(
         choice_index=choice.index,
         logprob_content=choice.logprobs.content if choice.logprobs else None,
     )
+    new.ci = choice.index
+    return out, new
 
 
 def _stream_usage(req_prompt: int | None, state: StreamState, usage: Usage | None) -> dict[str, Any] | None:

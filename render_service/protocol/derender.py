@@ -233,6 +233,7 @@ class StreamState(BaseModel):
     Attributes:
         cfg: configuration fingerprint prefix (:func:`render_service.fingerprint.config_fingerprint`).
         rid: request id the chunk ids and tool-call ids derive from.
+        ci: the choice index this state is for (set by its first chunk with a choice).
         model: echoed model name. created: echoed ``created`` (seconds).
         role: ``role: "assistant"`` already sent. done: the output ended (finish or stop string);
             later chunks produce no choices.
@@ -262,6 +263,7 @@ class StreamState(BaseModel):
 
     cfg: str
     rid: str = ""
+    ci: int | None = None
     model: str = ""
     created: int = 0
     role: bool = False

@@ -151,7 +151,7 @@ def _parse_arguments(raw: Any, where: str) -> Any:
         return raw if isinstance(raw, dict) else {}
     try:
         parsed = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to be a real call
         return {}
     return parsed if isinstance(parsed, dict) else {}
 

@@ -16,6 +16,7 @@ are bounded by :func:`.limits.check_body` before the handler runs; handlers run 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -50,8 +51,13 @@ Handler = Callable[[ModelBundle, Settings, Any], Any]
 
 
 def json_response(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """Serialise with orjson (non-str dict keys allowed)."""
-    body = orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
+    """Serialise with orjson (non-str dict keys allowed); an answer nested deeper than orjson
+    writes (254 levels: a request's own tools or template kwargs echoed in ``parse_context``) is
+    written by the standard library instead, so it is answered, not a 500."""
+    try:
+        body = orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:
+        body = json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode()
     return Response(body, status_code=status_code, media_type="application/json", headers=headers)
 
 
@@ -151,6 +157,11 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
     @app.exception_handler(NotImplementedError)
     async def _not_implemented(_: Request, exc: NotImplementedError) -> Response:
         return json_response(error_body(f"Not implemented: {exc}", "NotImplementedError", 501), 501)
+
+    @app.exception_handler(RecursionError)
+    async def _too_deep(_: Request, exc: RecursionError) -> Response:
+        message = f"the input is nested too deeply to process ({exc})"
+        return json_response(error_body(message, "BadRequestError", 400), 400)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> Response:
