@@ -83,7 +83,8 @@ render=$(curl -sf "http://127.0.0.1:$port_env/v1/chat/completions/render" -H 'co
   -d '{"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "max_tokens": 64}')
 echo "$render" | python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["token_ids"] and r["sampling_params"]["max_tokens"] == 64; print("render:", len(r["token_ids"]), "token ids")'
 derender=$(curl -sf "http://127.0.0.1:$port_env/v1/chat/completions/derender" -H 'content-type: application/json' \
-  -d '{"chat_request": {"messages": [{"role": "user", "content": "Hi"}]},
+  -d '{"chat_request": {"messages": [{"role": "user", "content": "Hi"}],
+                        "chat_template_kwargs": {"enable_thinking": false}},
        "generate_response": {"request_id": "chatcmpl-smoke", "choices": [{"index": 0, "finish_reason": "stop",
          "token_ids": [9707, 0, 151645]}]}}')
 echo "$derender" | python3 -c 'import json,sys; r=json.load(sys.stdin); m=r["choices"][0]["message"]; assert "Hello" in (m["content"] or ""), m; print("derender:", json.dumps(m["content"]))'
