@@ -48,10 +48,13 @@ def test_every_vllm_launch_render_flag_is_accepted() -> None:
                     "--served-model-name", "--enable-auto-tool-choice", "--disable-auto-tool-choice"):
             continue
         argv += [name] if kind == "flag" else [name, "1"] if kind == "value" else [name, "a", "b"]
-    # known flags that take typed values get valid ones
+    # flags we define ourselves get valid values of their type (ints, choices, JSON objects)
     typed = {"--port": "8000", "--max-model-len": "128", "--max-logprobs": "5",
              "--default-chat-template-kwargs": "{}",
-             "--chat-template-content-format": "auto", "--reasoning-effort-map": "{}", "--log-format": "json"}
+             "--chat-template-content-format": "auto", "--reasoning-effort-map": "{}", "--log-format": "json",
+             "--anthropic-disabled-thinking-effort": "low", "--mm-hasher-algorithm": "sha256",
+             "--limit-mm-per-prompt": '{"image": 2}', "--mm-processor-kwargs": "{}",
+             "--media-io-kwargs": "{}"}
     for i, tok in enumerate(argv):
         if tok in typed and i + 1 < len(argv):
             argv[i + 1] = typed[tok]
@@ -59,12 +62,43 @@ def test_every_vllm_launch_render_flag_is_accepted() -> None:
     assert args.model == "MODEL"
     ignored = set(ignored_vllm_flags(args))
     assert {"--max-num-seqs", "--trust-remote-code", "--tokenizer-mode", "-dp"} <= ignored
+    # our own flags that vLLM also has are used, not ignored
+    assert not ignored & set(typed) and "--allowed-media-domains" not in ignored
+    used = settings_from_args(args)
+    assert (used.anthropic_disabled_thinking_effort, used.mm_hasher_algorithm) == ("low", "sha256")
+    assert used.limit_mm_per_prompt == {"image": 2} and used.allowed_media_domains == ("a", "b")
     settings = settings_from_args(
         build_parser().parse_args(
             ["serve", "M", "--tokenizer", "T", "--revision", "r1", "--max-num-seqs", "4"]
         )
     )
     assert (settings.model, settings.tokenizer, settings.revision) == ("M", "T", "r1")
+
+
+def test_system_start_date_flag_and_vllm_environment_variable(monkeypatch) -> None:
+    """harmony's ``Current date:`` from ``--system-start-date``, else ``VLLM_SYSTEM_START_DATE`` as vLLM."""
+    from render_service.serving.cli import build_parser, settings_from_args
+
+    monkeypatch.delenv("RENDER_SERVICE_SYSTEM_START_DATE", raising=False)
+    monkeypatch.setenv("VLLM_SYSTEM_START_DATE", "2025-06-01")
+    assert settings_from_args(build_parser().parse_args(["serve", "M"])).system_start_date == "2025-06-01"
+    flag = ["serve", "M", "--system-start-date", "2024-01-02"]
+    assert settings_from_args(build_parser().parse_args(flag)).system_start_date == "2024-01-02"
+    monkeypatch.delenv("VLLM_SYSTEM_START_DATE")
+    assert settings_from_args(build_parser().parse_args(["serve", "M"])).system_start_date is None
+
+
+@pytest.mark.parametrize(
+    "flag", ["--default-chat-template-kwargs", "--limit-mm-per-prompt", "--media-io-kwargs"]
+)
+def test_json_object_flags_refuse_other_json(flag, capsys) -> None:
+    """A JSON-object flag given ``1`` or a list fails start-up (argparse exit 2) naming the flag."""
+    from render_service.serving.cli import build_parser
+
+    for bad in ("1", "[1]", "{"):
+        with pytest.raises(SystemExit) as err:
+            build_parser().parse_args(["serve", "M", flag, bad])
+        assert err.value.code == 2 and flag in capsys.readouterr().err
 
 
 def test_gpt_oss_gets_its_default_reasoning_parser() -> None:

@@ -17,6 +17,18 @@ from pathlib import Path
 from ..settings import Settings
 
 
+def json_object(raw: str) -> dict[str, object]:
+    """A JSON-object flag value (``--default-chat-template-kwargs``, ``--limit-mm-per-prompt``...):
+    anything else is refused at start-up instead of failing every request later."""
+    try:
+        value = json.loads(raw)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {raw!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="render-service", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -31,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tool-call-parser", default=None)
     serve.add_argument("--enable-auto-tool-choice", action="store_true")
     serve.add_argument("--chat-template", default=None, help="file path or inline Jinja")
-    serve.add_argument("--default-chat-template-kwargs", type=json.loads, default=None,
+    serve.add_argument("--default-chat-template-kwargs", type=json_object, default=None,
                        help='JSON object, e.g. \'{"enable_thinking": false}\'')
     serve.add_argument("--max-model-len", type=int, default=None)
     serve.add_argument("--max-logprobs", type=int, default=20)
@@ -83,14 +95,18 @@ _IGNORED_DEST: dict[str, str] = {}
 
 def add_vllm_compat_flags(serve: argparse.ArgumentParser) -> None:
     """``--tokenizer``, ``--revision``, ``--tokenizer-revision``, ``--reasoning-effort-map``,
-    ``--cohere-format`` (used), and every other ``vllm launch render`` option not defined here,
-    accepted as a no-op (``dest`` ``vllm_ignored__<name>``; logged once at start-up)."""
+    ``--cohere-format``, ``--system-start-date`` (used), and every other ``vllm launch render``
+    option not defined here, accepted as a no-op (``dest`` ``vllm_ignored__<name>``; logged once
+    at start-up)."""
     serve.add_argument("--tokenizer", default=None, help="tokenizer folder or hub id (default: the model's)")
     serve.add_argument("--revision", default=None, help="model revision for a hub id")
     serve.add_argument("--tokenizer-revision", default=None, help="tokenizer revision for a hub id")
-    serve.add_argument("--reasoning-effort-map", type=json.loads, default=None,
+    serve.add_argument("--reasoning-effort-map", type=json_object, default=None,
                        help="JSON object mapping request reasoning_effort values to the model's")
     serve.add_argument("--cohere-format", default="cmd4", help="echoed as the cohere_format template kwarg")
+    serve.add_argument("--system-start-date", default=None,
+                       help="harmony (gpt-oss) 'Current date:' (YYYY-MM-DD; default today); not a vLLM "
+                       "flag: vLLM reads VLLM_SYSTEM_START_DATE, which sets this too")
     known = set(serve._option_string_actions)
     flags: dict[str, str] = json.loads(VLLM_FLAGS_FILE.read_text(encoding="utf-8"))
     for name, kind in flags.items():
@@ -134,15 +150,15 @@ def default_reasoning_parser(model: str | None) -> str | None:
 
 
 def vllm_compat_settings(args: argparse.Namespace) -> dict[str, object]:
-    """The :class:`Settings` fields the vLLM-compatibility flags set (``VLLM_SYSTEM_START_DATE``
-    pins harmony's ``Current date:`` as in vLLM)."""
+    """The :class:`Settings` fields the vLLM-compatibility flags set (``--system-start-date``, or
+    ``VLLM_SYSTEM_START_DATE`` as in vLLM, pins harmony's ``Current date:``)."""
     return {
         "tokenizer": args.tokenizer,
         "revision": args.revision,
         "tokenizer_revision": args.tokenizer_revision,
         "reasoning_effort_map": args.reasoning_effort_map or {},
         "cohere_format": args.cohere_format or None,
-        "system_start_date": os.environ.get("VLLM_SYSTEM_START_DATE") or None,
+        "system_start_date": args.system_start_date or None,
     }
 # --- end of vLLM compatibility flags ----------------------------------------------------------
 
@@ -194,13 +210,13 @@ def add_gateway_flags(serve: argparse.ArgumentParser) -> None:
 def add_multimodal_flags(serve: argparse.ArgumentParser) -> None:
     """Vision-language flags (names as ``vllm launch render``, plus this tier's safety limits)."""
     d = Settings()
-    serve.add_argument("--limit-mm-per-prompt", type=json.loads, default=None,
+    serve.add_argument("--limit-mm-per-prompt", type=json_object, default=None,
                        help='JSON, e.g. \'{"image": 3, "video": 1}\'')
-    serve.add_argument("--mm-processor-kwargs", type=json.loads, default=None, help="JSON object")
+    serve.add_argument("--mm-processor-kwargs", type=json_object, default=None, help="JSON object")
     serve.add_argument("--trust-request-mm-kwargs", action="store_true")
     serve.add_argument("--allowed-local-media-path", default=None)
     serve.add_argument("--allowed-media-domains", nargs="+", default=None)
-    serve.add_argument("--media-io-kwargs", type=json.loads, default=None,
+    serve.add_argument("--media-io-kwargs", type=json_object, default=None,
                        help='JSON, e.g. \'{"video": {"fps": 2}}\'')
     serve.add_argument("--mm-hasher-algorithm", choices=("blake3", "sha256", "sha512"), default="blake3")
     serve.add_argument("--max-image-pixels", type=int, default=d.max_image_pixels)
@@ -235,6 +251,7 @@ ENV_ALIASES = {
     "model_flag": ("RENDER_SERVICE_MODEL",),
     "api_key": ("VLLM_API_KEY",),
     "stream_state_key": ("RENDER_SERVICE_STREAM_STATE_KEYS",),
+    "system_start_date": ("VLLM_SYSTEM_START_DATE",),
 }
 _TRUE = ("1", "true", "yes", "on")
 
