@@ -101,7 +101,12 @@ def test_chat_render_shape(serve):
         "parallel_tool_calls": True,
         "include_reasoning": True,
         "history_tool_call_cnt": 0,
-        "chat_template_kwargs": {"add_generation_prompt": True, "continue_final_message": False},
+        # vLLM 0.33's effective kwargs: its --cohere-format default (cmd4) is echoed too
+        "chat_template_kwargs": {
+            "add_generation_prompt": True,
+            "cohere_format": "cmd4",
+            "continue_final_message": False,
+        },
     }
     sp = out["sampling_params"]
     assert sp["output_kind"] == 1 and sp["skip_clone"] is True

@@ -146,7 +146,10 @@ def _batch(bundle: ModelBundle, settings: Settings, req: DerenderResponsesReques
         {
             "model": req.model,
             "generate_response": req.generate_response.model_dump(),
-            "prompt_tokens": req.prompt_tokens,
+            # input_tokens: ``prompt_tokens``, else the prompt ids' length (as the stream
+            # counts them); the chat derender's vLLM default of 0 is not this API's
+            "prompt_tokens": req.prompt_tokens if req.prompt_tokens is not None
+            else (len(req.prompt_token_ids) if req.prompt_token_ids is not None else None),
             "prompt_token_ids": req.prompt_token_ids,
             "chat_request": fields.model_dump() if fields is not None else None,
         },
