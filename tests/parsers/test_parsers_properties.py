@@ -1,5 +1,6 @@
 """Hypothesis laws for qwen3, deepseek_r1 and hermes: chunk invariance, state round trips,
-client-visible tool-call rules, and flat state size."""
+client-visible tool-call rules, and flat state size; and for vLLM's guided-JSON tool choice
+(required/named) through a guided-JSON format (llama3_json)."""
 
 from __future__ import annotations
 
@@ -179,10 +180,12 @@ def test_state_size_flat_after_streamed_arguments():
 )
 def test_guided_required_array_any_split(calls, indent, data):
     """tool_choice=required: the guided JSON array gives each call's name and parameters, and
-    any chunking streams the same result as the batch parse."""
+    any chunking streams the same result as the batch parse (a guided-JSON format, llama3_json:
+    hermes is held to its native syntax by a structural tag for required/named)."""
     text = json.dumps([{"name": n, "parameters": a} for n, a in calls], indent=indent, ensure_ascii=False)
-    p = parsers.get_parser(None, "hermes")
+    p = parsers.get_parser(None, "llama3_json")
     ctx = ParseContext(tools=TOOLS, tool_choice="required")
+    assert p.start(ctx, None)["tk"] == "required"  # the guided-JSON array, not the native syntax
     deltas, streamed, _ = run_stream(p, ctx, data.draw(split(text)), roundtrip=True)
     assert streamed == p.parse(ctx, None, text) and call_delta_problems(deltas) == []
     assert [(c.name, json.loads(c.arguments)) for c in streamed.tool_calls] == calls
@@ -191,10 +194,12 @@ def test_guided_required_array_any_split(calls, indent, data):
 @settings(max_examples=examples(100), deadline=None)
 @given(json_args, st.sampled_from(["", " ", "\n"]), st.data())
 def test_guided_named_any_split(args, pad, data):
-    """A named tool_choice streams the bare arguments object as that function's arguments."""
+    """A named tool_choice streams the bare arguments object as that function's arguments (a
+    guided-JSON format, llama3_json: hermes parses its native syntax for a named choice)."""
     text = pad + json.dumps(args, ensure_ascii=False) + pad
-    p = parsers.get_parser(None, "hermes")
+    p = parsers.get_parser(None, "llama3_json")
     ctx = ParseContext(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "f"}})
+    assert p.start(ctx, None)["tk"] == "named"  # the guided bare arguments, not the native syntax
     deltas, streamed, _ = run_stream(p, ctx, data.draw(split(text)), roundtrip=True)
     assert streamed == p.parse(ctx, None, text) and call_delta_problems(deltas) == []
     assert [(c.name, json.loads(c.arguments)) for c in streamed.tool_calls] == [("f", args)]
