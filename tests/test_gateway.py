@@ -326,6 +326,45 @@ def test_engine_failure_is_a_502_for_the_sdk(sdk):
         assert err.value.body["type"] == "BadGatewayError" and "answered 500" in err.value.body["message"]
 
 
+def test_an_engine_500_then_its_closed_keep_alive_connection_is_still_a_500():
+    """uvicorn answers 500 when an engine handler raises and then closes the connection, which
+    may still sit in the gateway's keep-alive pool: the next call on it fails before any answer
+    byte. That engine is up, so the call is sent again on a new connection and gets the engine's
+    own 500 (it used to be "no engine reachable", depending on how fast the engine closed)."""
+    calls = []
+
+    async def handle(reader, writer):
+        first = not calls
+        calls.append(1)
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(len(b'{"token_ids":[1]}'))
+        writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\n"
+                     b"content-length: 4\r\n\r\nboom")
+        await writer.drain()
+        if first:  # the next request on this connection: closed unanswered, as after uvicorn's close
+            await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    async def run():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        e = Engines(Settings(engine_urls=(url,)))
+        try:
+            errors = []
+            for _ in range(2):
+                with pytest.raises(EngineUnavailable) as err:
+                    await e.generate(e.decode, {"token_ids": [1]}, "x")
+                errors.append(err.value.message)
+            return errors
+        finally:
+            await e.aclose()
+            server.close()
+
+    errors = asyncio.run(run())
+    assert errors == [errors[0]] * 2 and "answered 500: boom" in errors[0], errors
+    assert len(calls) == 2  # the second request went out again on a new connection
+
+
 def test_logprobs_equal_by_hand(gateway, engines, sdk):
     msgs = [{"role": "user", "content": "Say something"}]
     chat = {"model": "Qwen/Qwen3-0.6B", "messages": msgs, "logprobs": True, "top_logprobs": 2}

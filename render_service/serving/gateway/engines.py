@@ -180,12 +180,11 @@ class Engines:
         headers = {"content-type": "application/json", "x-request-id": request_id}
         last: Exception | None = None
         for url in pool.order():
-            request = self.client.build_request("POST", url + GENERATE, content=content, headers=headers)
             pool.enter(url)
             if where is not None:
                 where.append(url)
             try:
-                response = await self.client.send(request, stream=stream)
+                response = await self._post(url, content, headers, stream)
             except httpx.TimeoutException:
                 pool.leave(url)
                 metrics.ENGINE_ERRORS.labels(pool.name, "timeout").inc()
@@ -211,6 +210,22 @@ class Engines:
                 raise EngineUnavailable(f"engine {url} answered {response.status_code}: {message}")
             return url, response
         raise EngineUnavailable(f"no {pool.name} engine reachable ({', '.join(pool.urls)}): {last}")
+
+    async def _post(self, url: str, content: bytes, headers: dict[str, str], stream: bool) -> httpx.Response:
+        """One generate POST. A connection the engine closed while it sat in the keep-alive pool
+        (uvicorn closes it after a handler raised, even though it answered 500) fails with a
+        read/write/protocol error before any answer byte, while the engine itself is up: that
+        send is made once more, on a new connection, before the engine counts as unreachable.
+        A refused connection (``ConnectError``) is not retried here: the next engine is tried."""
+        for attempt in (0, 1):
+            request = self.client.build_request("POST", url + GENERATE, content=content, headers=headers)
+            try:
+                return await self.client.send(request, stream=stream)
+            except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
+                if attempt:
+                    raise
+                logger.info("engine %s closed a pooled connection; sending again", url)
+        raise AssertionError("unreachable")
 
     async def generate(self, pool: EnginePool, body: dict[str, Any], request_id: str,
                        where: list[str] | None = None) -> dict[str, Any]:
