@@ -249,15 +249,24 @@ def _value(st: dict[str, Any], text: str, i: int, ev: list[Event]) -> int:
         m = _SCALAR_END.search(text, i)
         i = m.start() if m else len(text)
         done = m is not None
+    elif st["vk"] == "args" and not st["sent"] and not st["sc"] and st["name"] is not None:
+        # an uncommitted object/array: scanned only up to the token that decides whether it is
+        # JSON, so a rejected body ends at its offending character whatever the chunking (the
+        # text after it is scanned again for markers and calls: stream == batch)
+        i, done = _scan_nested(st, text, i, _deciding_end(st["pend"], text, i))
+        _value_out(st, text[start:i], ev)
+        start = i
+        ok = _first_token_ok(st["pend"])
+        if ok is False:
+            st["s"] = "bad"
+            return i - 1  # the offending character is text again
+        if ok and not done:
+            i, done = _scan_nested(st, text, i)
     else:
         i, done = _scan_nested(st, text, i)
     _value_out(st, text[start:i], ev)
     if st["vk"] == "args" and not st["sent"] and not st["sc"] and st["name"] is not None:
-        ok = _first_token_ok(st["pend"])
-        if ok is False:
-            st["s"] = "bad"
-            return i
-        if ok:
+        if _first_token_ok(st["pend"]):
             _maybe_commit(st, ev)
     if done:
         _value_done(st, ev)
@@ -277,16 +286,31 @@ def _first_token_ok(pend: str) -> bool | None:
     return rest[0] in ('"}' if body[0] == "{" else '{["-0123456789tfn]')
 
 
-def _scan_nested(st: dict[str, Any], text: str, i: int) -> tuple[int, bool]:
-    """Scan a string/object/array value; return (index, value finished)."""
-    n = len(text)
+def _deciding_end(pend: str, text: str, i: int) -> int:
+    """Index just past the character of ``text[i:]`` that decides :func:`_first_token_ok` for
+    arguments whose held text is ``pend`` (the opening bracket, then the first token after
+    whitespace), or ``len(text)`` when this text does not decide it."""
+    bracket = not pend.strip()
+    for j in range(i, len(text)):
+        if text[j] in _WS:
+            continue
+        if not bracket:
+            return j + 1
+        bracket = False
+    return len(text)
+
+
+def _scan_nested(st: dict[str, Any], text: str, i: int, n: int | None = None) -> tuple[int, bool]:
+    """Scan a string/object/array value in ``text[i:n]`` (``n`` defaults to the end of the
+    text); return (index, value finished)."""
+    n = len(text) if n is None else n
     while i < n:
         if st["vs"]:
             if st["ve"]:
                 st["ve"] = False
                 i += 1
                 continue
-            m = _STR_STOP.search(text, i)
+            m = _STR_STOP.search(text, i, n)
             if m is None:
                 return n, False
             i = m.end()

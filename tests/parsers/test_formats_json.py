@@ -83,6 +83,34 @@ def test_llama_rejected_braces_after_a_call_are_dropped_with_the_prose():
     assert (out.content, calls(out)) == (None, [("s", {})])
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "content"),
+    [
+        (
+            "llama3_json",
+            '{"name": "f", "parameters": {x ; {"name": "f", "parameters": {"a": 1}}',
+            '{"name": "f", "parameters": {x ;',
+        ),
+        (
+            "inkling",
+            '<|content_invoke_tool_json|>{"name": "f", "args": {x<|end_message|>'
+            '<|content_invoke_tool_json|>{"name": "f", "args": {"a": 1}}<|end_message|>',
+            '<|content_invoke_tool_json|>{"name": "f", "args": {x<|end_message|>',
+        ),
+    ],
+)
+def test_rejected_unbalanced_arguments_end_at_the_offending_character(name, text, content):
+    """Arguments that do not start like JSON (`{x`, never closed) reject the body at that
+    character: the text after it is scanned again, so the next call is found, batch and for
+    every two-chunk split (the scan of the bad body used to run on to the end of the chunk,
+    swallowing the next call when it came in the same chunk)."""
+    out = parse(name, text)
+    assert (out.content, calls(out)) == (content, [("f", {"a": 1})])
+    parser, context = parsers.get_parser(None, name), ParseContext(tools=TOOLS)
+    for i in range(len(text) + 1):
+        assert run_stream(parser, context, [text[:i], text[i:]], roundtrip=True)[1] == out, i
+
+
 def test_llama_non_ascii_arguments_stream_literally_bug_br29():
     """BR29: non-ASCII argument text is streamed as generated (no `\\u00fc`), once."""
     out = parse("llama3_json", '{"name": "w", "parameters": {"city": "Münster"}}')
