@@ -37,7 +37,7 @@ from ..protocol.anthropic import (
 )
 from ..protocol.derender import ChatRequestFields, GenerateChoice, StreamState
 from ..settings import Settings
-from .blocks import Piece, opens_block, pieces, tool_input
+from .blocks import Piece, events_reply, opens_block, pieces, stream_input_tokens, tool_input
 from .chat import derender_chat
 from .flow import ChoiceShape, LiveStream, is_stream, open_live, run_stream
 from .pipeline import StepOutput, pipeline_for
@@ -264,8 +264,7 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderMessagesStream
     pipe = pipeline_for(bundle, settings)
     if req.stream_state is None and pipe.parser is not None and req.messages_request is None:
         raise InvalidRequest(NEEDS_REQUEST, param="messages_request")
-    prompt = req.prompt_token_ids if req.prompt_token_ids is not None else req.generate_chunk.prompt_token_ids
-    input_tokens = req.prompt_tokens if req.prompt_tokens is not None else len(prompt or ())
+    input_tokens = stream_input_tokens(req)
     reply = run_stream(
         bundle,
         settings,
@@ -277,12 +276,7 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderMessagesStream
         shape=_shape(input_tokens),
         extra={},
     )
-    choices = reply["chunk"]["choices"]
-    return {
-        "events": choices[0]["events"] if choices else [],
-        "stream_state": reply["stream_state"],
-        "stop_generation": reply["stop_generation"],
-    }
+    return events_reply(reply)
 
 
 def derender_messages(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:

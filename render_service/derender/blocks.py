@@ -60,3 +60,24 @@ def tool_input(arguments: str) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {"_raw": arguments}
     return value if isinstance(value, dict) else {"_raw": arguments}
+
+
+def stream_input_tokens(req: Any) -> int:
+    """The prompt's token count for a Messages / Responses stream: the first call's
+    ``prompt_tokens``, else the length of its prompt ids (the body's, else the chunk's)."""
+    if req.prompt_tokens is not None:
+        return int(req.prompt_tokens)
+    prompt = req.prompt_token_ids if req.prompt_token_ids is not None else req.generate_chunk.prompt_token_ids
+    return len(prompt or ())
+
+
+def events_reply(reply: dict[str, Any]) -> dict[str, Any]:
+    """A :func:`~render_service.derender.flow.run_stream` reply whose one choice carries the
+    API's events → ``{"events", "stream_state", "stop_generation"}`` (no events for a chunk
+    without a choice)."""
+    choices = reply["chunk"]["choices"]
+    return {
+        "events": choices[0]["events"] if choices else [],
+        "stream_state": reply["stream_state"],
+        "stop_generation": reply["stop_generation"],
+    }

@@ -31,7 +31,7 @@ from ..protocol.derender import ChatRequestFields, GenerateChoice, StreamState
 from ..protocol.responses import DerenderResponsesRequest, DerenderResponsesStreamRequest, ResponsesRequest
 from ..settings import Settings
 from .anthropic import effort_kwargs
-from .blocks import Piece, opens_block, pieces
+from .blocks import Piece, events_reply, opens_block, pieces, stream_input_tokens
 from .chat import derender_chat
 from .flow import ChoiceShape, LiveStream, is_stream, open_live, run_stream
 from .pipeline import StepOutput, pipeline_for
@@ -364,8 +364,7 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStrea
     pipe = pipeline_for(bundle, settings)
     if req.stream_state is None and pipe.parser is not None and req.responses_request is None:
         raise InvalidRequest(NEEDS_REQUEST, param="responses_request")
-    prompt = req.prompt_token_ids if req.prompt_token_ids is not None else req.generate_chunk.prompt_token_ids
-    first_tokens = req.prompt_tokens if req.prompt_tokens is not None else len(prompt or ())
+    first_tokens = stream_input_tokens(req)
 
     reply = run_stream(
         bundle,
@@ -378,12 +377,7 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStrea
         shape=_shape(req.responses_request, first_tokens if req.stream_state is None else None),
         extra={},
     )
-    choices = reply["chunk"]["choices"]
-    return {
-        "events": choices[0]["events"] if choices else [],
-        "stream_state": reply["stream_state"],
-        "stop_generation": reply["stop_generation"],
-    }
+    return events_reply(reply)
 
 
 def derender_responses(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
