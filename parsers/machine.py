@@ -98,7 +98,7 @@ def _scan(spec: FormatSpec, st: dict[str, Any], text: str, final: bool) -> list[
         mode = st["mode"]
         info = table[mode]
         if spec.modes[mode] == BODY and info.regex is None:
-            pos = _feed_body(spec, st, buf, pos, out)
+            buf, pos = _feed_body(spec, st, buf, pos, out)
             continue
         match = info.regex.search(buf, pos) if info.regex else None
         if match and not final and _may_grow(buf, match.start(), info):
@@ -109,7 +109,7 @@ def _scan(spec: FormatSpec, st: dict[str, Any], text: str, final: bool) -> list[
             if step is None:
                 st["buf"] = buf[end:]
                 break
-            pos = step
+            buf, pos = step
             continue
         broke = _emit_text(spec, st, buf[pos:end], out)
         if broke is not None:
@@ -126,8 +126,13 @@ def _scan(spec: FormatSpec, st: dict[str, Any], text: str, final: bool) -> list[
 def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
     """End of stream: flush held-back partial markers as text, close bodies, release holds."""
     out = _scan(spec, st, "", final=True)
-    if spec.modes[st["mode"]] == BODY and spec.body is not None:
-        _handle(spec, st, _body_finish(spec, st), None, out)
+    while spec.modes[st["mode"]] == BODY and spec.body is not None:
+        events = _body_finish(spec, st)
+        back = _given_back(events)
+        _handle(spec, st, events, 0 if back else None, out)
+        if not back:
+            break
+        out += _scan(spec, st, back, final=True)  # text after the body is lexed like any other
     kind = spec.finish_release.get(st["mode"], CONTENT if st["mode"] in spec.hold_trailing else None)
     if st["hold"]:
         hold, st["hold"] = st["hold"], ""
@@ -264,12 +269,26 @@ def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, ou
         _sink(sink, st, marker, out)
 
 
-def _feed_body(spec: FormatSpec, st: dict[str, Any], buf: str, pos: int, out: list[Event]) -> int:
+def _feed_body(
+    spec: FormatSpec, st: dict[str, Any], buf: str, pos: int, out: list[Event]
+) -> tuple[str, int]:
+    """Feed ``buf[pos:]`` to an open body; return the text still to scan and where to go on."""
     assert spec.body is not None
     text = buf[pos:]
     events, end = _body_feed(spec, st, text)
+    back = _given_back(events)
     _handle(spec, st, events, end, out)
-    return len(buf) if end is None else pos + end
+    if end is None:
+        return buf, len(buf)
+    return (back + buf[pos + end :], 0) if back else (buf, pos + end)
+
+
+def _given_back(events: list[Event]) -> str:
+    """Remove the body's ``("back", tail)`` events (see ``BodyHandler.feed``); return the tail."""
+    back = "".join(ev[1] for ev in events if ev[0] == "back")
+    if back:
+        events[:] = [ev for ev in events if ev[0] != "back"]
+    return back
 
 
 def _body_feed(spec: FormatSpec, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
@@ -296,24 +315,31 @@ def _feed_closable_body(
     end: int,
     match: re.Match[str] | None,
     out: list[Event],
-) -> int | None:
+) -> tuple[str, int] | None:
     """A body mode with marker transitions: feed the text before the marker, then close the
-    body (``finish``) and apply the marker's transition. Returns the next position, or
-    ``None`` when the chunk is used up (a partial marker stays in ``buf``)."""
+    body (``finish``) and apply the marker's transition. Returns the text still to scan and
+    the next position in it, or ``None`` when the chunk is used up (a partial marker stays in
+    ``buf``)."""
     assert spec.body is not None
     mode = st["mode"]
     events, stop = _body_feed(spec, st, buf[pos:end])
+    back = _given_back(events)
     _handle(spec, st, events, stop, out)
     if stop is not None or st["body"] is None:
-        return pos + (end - pos if stop is None else stop)
+        nxt = pos + (end - pos if stop is None else stop)
+        return (back + buf[nxt:], 0) if back else (buf, nxt)
     if match is None:
         return None
-    _handle(spec, st, _body_finish(spec, st), None, out)
+    events = _body_finish(spec, st)
+    back = _given_back(events)
+    _handle(spec, st, events, 0 if back else None, out)
+    if back:  # text the body held after its end: lexed before the marker
+        return back + buf[match.start() :], 0
     if st["mode"] != mode:  # rejected: the marker is text of the reject mode
-        return match.start()
+        return buf, match.start()
     st["body"] = None
     _apply(spec, st, spec.transitions[(mode, _compile(spec)[mode].names[match.group()])], match.group(), out)
-    return match.end()
+    return buf, match.end()
 
 
 def _handle(

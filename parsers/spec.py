@@ -103,7 +103,9 @@ class BodyHandler(Protocol):
 
     def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
         """Consume ``text``; return events and ``None`` (all consumed, body continues) or the
-        index in ``text`` where the body ended (the rest goes back to the lexer). A
+        index in ``text`` where the body ended (the rest goes back to the lexer; when the
+        body ended inside text it buffered during an earlier call, a ``("back", tail)``
+        event returns that buffered tail, which the lexer reads before ``text``). A
         ``("reject", raw)`` event means the body was not a call: ``raw`` becomes content and
         the engine switches to ``FormatSpec.reject_mode``."""
         ...

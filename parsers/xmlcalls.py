@@ -121,12 +121,16 @@ class XmlCalls:
         ev: list[Event] = []
         old = len(st["buf"])
         st["buf"] += text
+        full = st["buf"]
         end = self._run(st, ev, ctx or {}, final=False)
         if end is None:
             if st["raw"] is not None:
                 st["raw"] += text
             return ev, None
         cut = end - old
+        if cut < 0:  # the block ended inside text an earlier feed buffered: give it back
+            ev.append(("back", full[end:old]))
+            cut = 0
         if st["raw"] is not None:
             ev.append(("reject", st["raw"] + text[:cut]))
         return ev, cut
@@ -145,8 +149,8 @@ class XmlCalls:
         self._close_call(st, ev)
         if st["raw"] is not None:
             ev.append(("reject", st["raw"] + rest))
-        elif rest.strip():  # text after a block that waited for a value's closing tag
-            ev.append(("reject", rest))
+        elif rest:  # text after a block that waited for a value's closing tag: lexed again
+            ev.append(("back", rest))
         return ev
 
     # -- scanning ------------------------------------------------------------------------
@@ -265,8 +269,8 @@ class XmlCalls:
             return len(buf) - keep, False
         self._value_text(st, buf[pos : m.start()], ev)
         if m.group() not in (close, self.tags.param_head) and not final and st["key"] is not None:
-            st["wait"] = 0  # a candidate end: decided by what follows
-            return m.start(), False
+            st["wait"] = 0  # a candidate end: decided by what follows (maybe already buffered)
+            return m.start(), True
         self._close_value(st, ev)
         st["ph"] = "args"
         return (m.end() if m.group() == close else m.start()), True

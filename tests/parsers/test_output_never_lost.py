@@ -37,6 +37,19 @@ def both(reasoning: str | None, tool: str | None, text: str, ctx: ParseContext =
     return batch
 
 
+def two_chunks_equal_batch(reasoning: str | None, tool: str | None, text: str, ctx: ParseContext = CTX) -> None:
+    """Every split of ``text`` into two chunks streams to the batch result (one big chunk then
+    a small one is what finds text a body buffered and must give back)."""
+    p = parsers.get_parser(reasoning, tool)
+    batch = p.parse(ctx, None, text)
+    for i in range(len(text) + 1):
+        state = p.start(ctx, None)
+        state, d1 = p.feed(state, text[:i])
+        state, d2 = p.feed(state, text[i:])
+        state, d3 = p.finish(state)
+        assert parsers.join_deltas(d1 + d2 + d3) == batch, f"split at {i}: {text[:i]!r} | {text[i:]!r}"
+
+
 def calls(r: ParseResult) -> list[tuple[str, object]]:
     return [(c.name, json.loads(c.arguments)) for c in r.tool_calls]
 
@@ -81,6 +94,24 @@ XML_VALUES = [
 def test_closing_markers_inside_an_xml_value_are_value_text(tool, text, value):
     r = both(None, tool, text + "Done.")
     assert calls(r) == [("write", {"content": value})] and r.content == "Done."
+
+
+@pytest.mark.parametrize(("tool", "text", "value"), XML_VALUES)
+@pytest.mark.parametrize("after", ["\n<", "\n<b>Done.</b>", "\n\n"])
+def test_text_after_a_block_that_waited_for_a_value_is_kept_for_any_two_chunks(tool, text, value, after):
+    """Found by the stream == batch property (``nanbeige``, CI of stop 16): a block whose value
+    held a closing-marker candidate is closed by a later chunk; the text the body had buffered
+    after the block (here the ``\n`` before ``<``) must go back to content, not be dropped."""
+    two_chunks_equal_batch(None, tool, text + after)
+    assert calls(both(None, tool, text + after)) == [("write", {"content": value})]
+
+
+@pytest.mark.parametrize(("tool", "text", "value"), XML_VALUES)
+def test_a_block_after_a_block_that_waited_for_a_value_is_a_call(tool, text, value):
+    """The text after such a block is lexed again, in batch as in any chunking: a second block
+    there is a second call (batch used to return it as content)."""
+    two_chunks_equal_batch(None, tool, text + "\n" + text)
+    assert calls(both(None, tool, text + "\n" + text)) == [("write", {"content": value})] * 2
 
 
 def test_unclosed_xml_value_still_ends_at_the_call_end_when_the_stream_ends():
