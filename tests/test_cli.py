@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from render_service.serving.cli import check_parser_names
+from render_service.serving.cli import check_model_source, check_parser_names
 
 
 @pytest.mark.parametrize("flags", [("--reasoning-parser", "bogus"), ("--tool-call-parser", "nope")])
@@ -18,6 +18,20 @@ def test_unknown_parser_name_fails_start_up_with_the_known_names(flags):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert flags[0] in done.stderr and repr(flags[1]) in done.stderr and "choose one of: " in done.stderr
+
+
+def test_a_missing_model_folder_fails_start_up_in_one_line(tmp_path):
+    """`render-service serve /no/such/folder` exits non-zero with one line naming the model, not
+    the loader's chained tracebacks (newcomer finding); an existing folder and a repo id pass."""
+    missing = str(tmp_path / "no-such-model")
+    done = subprocess.run(
+        [sys.executable, "-m", "render_service", "serve", missing], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip() == f"{missing}: no such model folder, and not a Hugging Face repo id"
+    check_model_source(str(tmp_path))
+    check_model_source("Qwen/Qwen3-0.6B")
+    check_model_source(None)
 
 
 def test_every_registered_vllm_name_is_accepted():

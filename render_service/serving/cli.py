@@ -428,6 +428,23 @@ def check_response_template(model: str | None, names: Sequence[str | None]) -> N
         raise SystemExit(f"{model}: {e}") from None
 
 
+def check_model_source(model: str | None) -> None:
+    """Refuse to start when ``MODEL`` is neither an existing folder nor a valid Hugging Face repo
+    id (``namespace/name``), with one line instead of the loader's chained tracebacks.
+
+    Raises:
+        SystemExit: with the model and the reason.
+    """
+    if model is None or Path(model).expanduser().exists():
+        return
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(model)
+    except HFValidationError:
+        raise SystemExit(f"{model}: no such model folder, and not a Hugging Face repo id") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -439,6 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
     if args.prefill_url and not args.engine_url:
         raise SystemExit("--prefill-url requires --engine-url (the decode engines)")
+    check_model_source(args.model_flag or args.model)
     check_parser_names(args.reasoning_parser, args.tool_call_parser)
     check_response_template(args.model_flag or args.model, (args.reasoning_parser, args.tool_call_parser))
     from .logging_setup import configure_logging
