@@ -24,9 +24,8 @@ def test_a_missing_model_folder_fails_start_up_in_one_line(tmp_path):
     """`render-service serve /no/such/folder` exits non-zero with one line naming the model, not
     the loader's chained tracebacks (newcomer finding); an existing folder and a repo id pass."""
     missing = str(tmp_path / "no-such-model")
-    done = subprocess.run(
-        [sys.executable, "-m", "render_service", "serve", missing], capture_output=True, text=True, timeout=120
-    )
+    argv = [sys.executable, "-m", "render_service", "serve", missing]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert done.stderr.strip() == f"{missing}: no such model folder, and not a Hugging Face repo id"
     check_model_source(str(tmp_path))
