@@ -170,3 +170,30 @@ def test_image_blocks_render_as_the_chat_form_on_a_vision_model():
     converted = to_chat_request(request, merge_system=False, disabled_effort="none")["messages"]
     assert converted == [{"role": "tool", "tool_call_id": "t1", "content": "seen"},
                          {"role": "user", "content": [part]}]
+
+
+def test_input_image_parts_render_as_the_chat_image_url():
+    """A Responses ``input_image`` (``image_url`` a plain string, vLLM 0.33 ``MM_PARSER_MAP``) goes
+    through the chat multimodal render: the same token ids and the same ``features`` (hashes,
+    placeholders, processed tensors) as the chat request with that image as ``image_url``; a
+    ``file_id`` without a URL is a 400 naming the field."""
+    import base64
+
+    folder = "Qwen--Qwen3-VL-2B-Instruct"
+    bundle, settings = bundle_for(folder), settings_for(folder)
+    data = base64.b64encode(shared_path("data", "media", "rgb_28x28.png").read_bytes()).decode()
+    url = f"data:image/png;base64,{data}"
+    text = "What is it?"
+    ours = _render(bundle, settings, "/v1/responses/render", {"instructions": "Be brief.", "input": [
+        {"role": "user", "content": [{"type": "input_image", "image_url": url, "detail": "auto"},
+                                     {"type": "input_text", "text": text}]}]})
+    chat = render_chat(bundle, settings, {"model": bundle.names[0], "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}]},
+    ]})
+    assert ours["token_ids"] == chat["token_ids"]
+    assert ours["features"] == chat["features"] and ours["features"]["mm_placeholders"]["image"]
+    with pytest.raises(RenderServiceError) as info:
+        _render(bundle, settings, "/v1/responses/render", {"input": [
+            {"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]})
+    assert info.value.status_code == 400 and info.value.param == "messages.0.content.0.file_id"

@@ -6,7 +6,8 @@ Conversion (as vLLM 0.33):
 
 * ``instructions`` → a leading ``system`` message; ``input`` string → one ``user`` message.
 * Items: a ``message`` with a ``role`` passes through as a chat message (its ``input_text``
-  parts are text parts), except an ``assistant`` message, which keeps only its **first** content
+  parts are text parts, its ``input_image`` parts images of the chat multimodal render, as
+  ``image_url`` parts are), except an ``assistant`` message, which keeps only its **first** content
   part's text; ``function_call`` → a tool call (``call_id``, ``name``, ``arguments``) merged into
   the preceding assistant message; ``function_call_output`` → a ``tool`` message; ``reasoning``
   → the assistant's ``reasoning`` (its first ``content`` text, else its first ``summary`` text;
