@@ -189,7 +189,8 @@ def test_input_image_parts_render_as_the_chat_image_url():
                                      {"type": "input_text", "text": text}]}]})
     chat = render_chat(bundle, settings, {"model": bundle.names[0], "messages": [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}]},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                     {"type": "text", "text": text}]},
     ]})
     assert ours["token_ids"] == chat["token_ids"]
     assert ours["features"] == chat["features"] and ours["features"]["mm_placeholders"]["image"]
