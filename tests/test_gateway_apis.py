@@ -139,6 +139,20 @@ def test_responses_json_and_stream_equal_by_hand(gateway, engines, sdk):  # noqa
     assert final.model_dump(exclude={"created_at"}) == want.model_dump(exclude={"created_at"})
 
 
+def test_responses_cut_by_max_output_tokens_end_incomplete(sdk):
+    """The engine stops for length: the SDK's stream ends with ``response.incomplete`` whose
+    output (completed from the deltas) is the JSON answer's, status ``incomplete``."""
+    request = {"model": MODEL, "input": WEATHER, "tools": R_TOOLS, "max_output_tokens": 12}
+    want = sdk.responses.create(**request, extra_headers={"X-Request-Id": "r-len"})
+    assert want.status == "incomplete" and want.incomplete_details.reason == "max_output_tokens"
+    events = list(sdk.responses.create(**request, stream=True, extra_headers={"X-Request-Id": "r-len"}))
+    assert events[-1].type == "response.incomplete"
+    assert "response.completed" not in {e.type for e in events}
+    final = events[-1].response
+    assert final.model_dump(exclude={"created_at"}) == want.model_dump(exclude={"created_at"})
+    assert final.output[-1].status == "incomplete" and final.output[0].content[0].text
+
+
 def test_responses_stop_aborts_and_errors(sdk, engines):  # noqa: F811
     d_app = engines["decode"][1]
     events = list(sdk.responses.create(model=MODEL, input="count slow please", stream=True,
