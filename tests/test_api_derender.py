@@ -19,6 +19,8 @@ from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 from test_e2e_families import tokenizer
 
+from render_service.derender.responses import StreamOutput, complete_events
+
 ANTHROPIC_EVENT: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
 OPENAI_EVENT: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 WEATHER = {
@@ -123,10 +125,14 @@ def _stream(
     ids: list[int],
     sizes: list[int],
     finish: str,
+    state_sizes: list[int] | None = None,
 ) -> list[dict[str, Any]]:
+    """The events of a stream of ``ids`` in chunks of ``sizes`` (a Responses stream's completed
+    as its caller does); ``state_sizes`` collects each returned state's length."""
     chunks = list(split(ids, sizes))
     events: list[dict[str, Any]] = []
     state = None
+    output = StreamOutput()  # what a Responses caller keeps to complete the done events
     for i, chunk in enumerate(chunks):
         last = i == len(chunks) - 1
         body: dict[str, Any] = {
@@ -143,8 +149,10 @@ def _stream(
         out = client.post(path, json=body)
         assert out.status_code == 200, out.text
         reply = out.json()
-        events.extend(reply["events"])
+        events.extend(complete_events(reply["events"], output) if "responses" in path else reply["events"])
         state = reply["stream_state"]
+        if state_sizes is not None:
+            state_sizes.append(len(state))
         if reply["stop_generation"]:
             break
     return events
@@ -225,6 +233,8 @@ def test_responses_derender(serve, case):
     kinds = {"thinking": "reasoning", "text": "message", "tool_use": "function_call"}
     assert [item.type for item in response.output] == [kinds[k] for k in want["kinds"]]
     assert response.status == ("incomplete" if finish == "length" else "completed")
+    assert (response.incomplete_details is not None) == (finish == "length")
+    assert [o.status for o in response.output][-1] == ("incomplete" if finish == "length" else "completed")
     assert response.usage is not None and response.usage.output_tokens == len(ids)
     for item in response.output:
         if item.type == "function_call":
@@ -237,9 +247,12 @@ def test_responses_derender(serve, case):
         for n, raw in enumerate(events):
             event = OPENAI_EVENT.validate_python(raw["data"])
             assert event.type == raw["event"] and event.sequence_number == n
-            acc.handle_event(event)
-        final = acc._completed_response
-        assert final is not None and events[-1]["event"] == "response.completed"
+            handled = acc.handle_event(event)
+        # OpenAI / vLLM 0.33: a response cut by max_output_tokens ends with response.incomplete
+        terminal = "response.incomplete" if finish == "length" else "response.completed"
+        assert events[-1]["event"] == terminal
+        final = acc._completed_response if finish != "length" else handled[-1].response
+        assert final is not None and final.status == response.status
         keys = ["output", "status", "incomplete_details"] + ([] if extra.get("stop_sequences") else ["usage"])
         for key in keys:
             got = getattr(final, key)
@@ -280,21 +293,38 @@ def test_missing_request_and_bad_state(serve):
         assert out.status_code == 400 and out.json()["error"]["param"] == "stream_state"
 
 
+_LONG = "<think>\nok\n</think>\n\n" + " ".join(str(i * 7919 % 1000) for i in range(80))
+
+
 def test_messages_stream_state_does_not_grow_with_the_output(serve):
     """The Messages stream state holds block bookkeeping only: its size at token 80 of a long text
     is its size at token 10, within a few bytes of counters."""
     client = _client(serve, *QWEN3)
-    model = client.get("/v1/models").json()["data"][0]["id"]
-    request = {**_anthropic_request({}), "model": model}
-    text = "<think>\nok\n</think>\n\n" + " ".join(str(i * 7919 % 1000) for i in range(80))
-    ids = tokenizer(QWEN3[0]).encode(text, add_special_tokens=False)[:80]
+    request = {**_anthropic_request({}), "model": client.get("/v1/models").json()["data"][0]["id"]}
+    ids = tokenizer(QWEN3[0]).encode(_LONG, add_special_tokens=False)[:80]
     sizes: list[int] = []
-    state = None
-    for tid in ids:
-        body: dict[str, Any] = {"model": model, "stream": True, "stream_state": state, "generate_chunk": {
-            "request_id": "r", "choices": [{"index": 0, "token_ids": [tid]}]}}
-        if state is None:
-            body.update({"messages_request": request, "prompt_token_ids": [1, 2, 3]})
-        state = client.post("/v1/messages/derender", json=body).json()["stream_state"]
-        sizes.append(len(state))
-    assert abs(sizes[-1] - sizes[10]) <= 16, sizes
+    _stream(client, "/v1/messages/derender", "messages_request", request, [1, 2, 3], ids, [1] * 80, "length",
+            sizes)
+    assert abs(sizes[-2] - sizes[10]) <= 16, sizes
+
+
+def test_responses_stream_state_does_not_grow_with_the_output(serve):
+    """The Responses stream state keeps no output text (the done events leave it to the caller):
+    its size at token 80 of a long answer is its size at token 10, within a few bytes of counters;
+    the caller's completed done events still carry the whole text."""
+    client = _client(serve, *QWEN3)
+    request = {**_responses_request({}), "model": client.get("/v1/models").json()["data"][0]["id"]}
+    ids = tokenizer(QWEN3[0]).encode(_LONG, add_special_tokens=False)[:80]
+    sizes: list[int] = []
+    events = _stream(client, "/v1/responses/derender", "responses_request", request, [1, 2, 3], ids, [1] * 80,
+                     "length", sizes)
+    assert abs(sizes[-2] - sizes[10]) <= 16, sizes
+    done = [e["data"] for e in events if e["event"] == "response.output_text.done"]
+    deltas = "".join(e["data"]["delta"] for e in events if e["event"] == "response.output_text.delta")
+    assert len(done) == 1 and done[0]["text"] == deltas and len(deltas) > 60
+    last = events[-1]["data"]
+    assert events[-1]["event"] == "response.incomplete" and last["response"]["status"] == "incomplete"
+    assert last["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert [o["type"] for o in last["response"]["output"]] == ["reasoning", "message"]
+    assert last["response"]["output"][1]["content"][0]["text"] == deltas
+    assert last["response"]["output"][1]["status"] == "incomplete"

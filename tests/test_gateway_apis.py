@@ -139,6 +139,20 @@ def test_responses_json_and_stream_equal_by_hand(gateway, engines, sdk):  # noqa
     assert final.model_dump(exclude={"created_at"}) == want.model_dump(exclude={"created_at"})
 
 
+def test_responses_cut_by_max_output_tokens_end_incomplete(sdk):
+    """The engine stops for length: the SDK's stream ends with ``response.incomplete`` whose
+    output (completed from the deltas) is the JSON answer's, status ``incomplete``."""
+    request = {"model": MODEL, "input": WEATHER, "tools": R_TOOLS, "max_output_tokens": 12}
+    want = sdk.responses.create(**request, extra_headers={"X-Request-Id": "r-len"})
+    assert want.status == "incomplete" and want.incomplete_details.reason == "max_output_tokens"
+    events = list(sdk.responses.create(**request, stream=True, extra_headers={"X-Request-Id": "r-len"}))
+    assert events[-1].type == "response.incomplete"
+    assert "response.completed" not in {e.type for e in events}
+    final = events[-1].response
+    assert final.model_dump(exclude={"created_at"}) == want.model_dump(exclude={"created_at"})
+    assert final.output[-1].status == "incomplete" and final.output[0].content[0].text
+
+
 def test_responses_stop_aborts_and_errors(sdk, engines):  # noqa: F811
     d_app = engines["decode"][1]
     events = list(sdk.responses.create(model=MODEL, input="count slow please", stream=True,
@@ -163,6 +177,88 @@ def test_engine_failure_is_a_502_for_both_sdks(claude, sdk):
     with pytest.raises(openai.InternalServerError) as oerr:
         sdk.responses.create(model=MODEL, input="explode", stream=True)
     assert oerr.value.status_code == 502
+
+
+def test_anthropic_stream_error_type_follows_the_cause():
+    """After a Messages stream started, the ``error`` event's ``error.type`` is Anthropic's word
+    for the cause (vLLM 0.33 ``translate_error_type``, Anthropic's error docs), and every one
+    validates as the ``anthropic`` SDK's ``ErrorResponse``."""
+    from anthropic.types import ErrorResponse
+
+    from render_service.errors import InvalidRequest, to_error_body
+    from render_service.serving.gateway.engines import EngineTimeout
+    from render_service.serving.gateway.hops import engine_stream_error
+
+    def engine(code):  # an engine's mid-stream ``data: {"error": ...}`` event
+        return to_error_body(engine_stream_error({"error": {"message": "engine says", "code": code}}))
+
+    causes = {
+        "overloaded_error": [engine(503), engine(429)],
+        "invalid_request_error": [engine(400), to_error_body(InvalidRequest("token_ids too long"))],
+        "api_error": [engine(500), engine(None), error_body("invalid stream event", "BadGatewayError", 502)],
+        "timeout_error": [to_error_body(EngineTimeout("engine silent"))],
+        "not_found_error": [error_body("no such model", "NotFoundError", 404)],
+        "authentication_error": [error_body("bad key", "AuthenticationError", 401)],
+    }
+    for want, bodies in causes.items():
+        for body in bodies:
+            data = named_error("messages", body).decode().split("data: ")[1]
+            event = ErrorResponse.model_validate_json(data)
+            assert event.error.type == want, (want, body)
+            assert event.error.message == body["error"]["message"]
+    assert engine(503)["error"]["code"] == 503 and engine(400)["error"]["code"] == 400
+
+
+def test_engine_error_mid_stream_ends_the_messages_stream_as_overloaded():
+    """An engine (real HTTP on 127.0.0.1) that sends one chunk and then ``{"error": {"code":
+    503}}``: the gateway's Messages stream (its hops, in process) ends with ``event: error`` of
+    type ``overloaded_error`` after ``message_start``."""
+    import asyncio
+
+    import orjson
+    from derender_helpers import QWEN3, bundle
+    from fastapi import FastAPI
+    from fastapi.responses import StreamingResponse
+
+    from render_service.serving.gateway.engines import Engines
+    from render_service.serving.gateway.hops import GatewayStream, prepare
+    from render_service.settings import Settings
+    from render_service.testing.engine import serve_in_thread
+
+    app = FastAPI()
+
+    @app.post("/inference/v1/generate")
+    async def generate():
+        async def events():
+            yield b'data: {"request_id": "x", "choices": [{"index": 0, "token_ids": [9707]}]}\n\n'
+            full = {"message": "queue full", "type": "ServiceUnavailableError", "param": None, "code": 503}
+            yield b"data: " + orjson.dumps({"error": full}) + b"\n\n"
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    url, stop = serve_in_thread(app)
+    b = bundle(QWEN3)
+    settings = Settings(model=str(b.root), engine_urls=(url,))
+    body = {"model": b.names[0], "max_tokens": 20, "stream": True, "request_id": "e1",
+            "messages": [{"role": "user", "content": "hi"}]}
+
+    async def run() -> str:
+        pools = Engines(settings)
+        stream = GatewayStream(pools, prepare(b, settings, body, "messages"), "/v1/messages", 0.0, False,
+                               "messages")
+        try:
+            await stream.open()
+            return b"".join([chunk async for chunk in stream.events()]).decode()
+        finally:
+            await stream.close(disconnected=False)
+            await pools.aclose()
+
+    try:
+        text = asyncio.run(run())
+    finally:
+        stop()
+    frames = [f.split("\n") for f in text.split("\n\n") if f]
+    assert frames[0][0] == "event: message_start" and frames[-1][0] == "event: error"
+    assert json.loads(frames[-1][1][6:])["error"] == {"type": "overloaded_error", "message": "queue full"}
 
 
 def test_error_after_the_stream_started_is_each_apis_error_event():

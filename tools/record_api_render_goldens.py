@@ -12,6 +12,15 @@ Writes ``tests/data/api_render_goldens.json``: ``[{"name", "path", "request", "s
 "token_ids", "sampling_params", "error"}]`` (``request.model`` is replaced by the tests).
 The requests are the hand-made cases below plus a sample of ../shared/data/chat_requests.jsonl
 converted by ``tests/api_forms.py``.
+
+``--config gptoss`` records the gpt-oss Responses cases (vLLM renders them through harmony, not
+the chat template) into ``tests/data/api_render_goldens_gptoss.json``; start that peer with the
+harmony date pinned as the tests pin it (``START_DATE`` of ``tools/render_golden_cases.py``)::
+
+    VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 VLLM_SYSTEM_START_DATE=2026-01-15 ~/vllm/bin/vllm launch \
+        render ../shared/models/openai--gpt-oss-20b --port 8160 --reasoning-parser openai_gptoss \
+        --tool-call-parser openai --enable-auto-tool-choice
+    python tools/record_api_render_goldens.py --peer http://127.0.0.1:8160 --config gptoss
 """
 
 from __future__ import annotations
@@ -245,6 +254,170 @@ def responses_cases() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+def _message(role: str, text: str) -> dict[str, Any]:
+    part = "output_text" if role == "assistant" else "input_text"
+    return {"type": "message", "role": role, "content": [{"type": part, "text": text, "annotations": []}]}
+
+
+def _reasoning(*texts: str, summary: str | None = None) -> dict[str, Any]:
+    return {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [] if summary is None else [{"type": "summary_text", "text": summary}],
+        "content": [{"type": "reasoning_text", "text": t} for t in texts],
+    }
+
+
+def _call(call_id: str, city: str) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "call_id": call_id,
+        "name": "get_weather",
+        "arguments": json.dumps({"city": city}),
+    }
+
+
+def gptoss_cases() -> list[tuple[str, dict[str, Any]]]:
+    """gpt-oss Responses requests: instructions, developer/system items, tools, function_call /
+    function_call_output and reasoning items (vLLM 0.33 ``_render_responses_with_harmony``)."""
+    base: dict[str, Any] = {"model": "m"}
+    user = {"role": "user", "content": "Weather in Paris?"}
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "18C"}
+    return [
+        ("g_plain", {**base, "input": "Weather in Paris?"}),
+        ("g_instructions", {**base, "input": "Hi", "instructions": "Be brief.", "max_output_tokens": 50}),
+        ("g_developer_item", {**base, "input": [{"role": "developer", "content": "Be brief."}, user]}),
+        ("g_system_item", {**base, "input": [{"role": "system", "content": "Be brief."}, user]}),
+        (
+            "g_instructions_and_system",
+            {**base, "instructions": "Top.", "input": [{"role": "system", "content": "Be brief."}, user]},
+        ),
+        (
+            "g_mid_developer",
+            {
+                **base,
+                "input": [
+                    user,
+                    _message("assistant", "Sunny."),
+                    {"role": "developer", "content": "Answer in French."},
+                    {"role": "user", "content": "And tomorrow?"},
+                ],
+            },
+        ),
+        (
+            "g_tools",
+            {**base, "input": "Weather in Paris?", "tools": [WEATHER_R], "instructions": "Use tools."},
+        ),
+        ("g_tools_none", {**base, "input": "Weather in Paris?", "tools": [WEATHER_R], "tool_choice": "none"}),
+        ("g_effort_high", {**base, "input": "Hi", "reasoning": {"effort": "high"}}),
+        ("g_effort_none", {**base, "input": "Hi", "reasoning": {"effort": "none"}}),
+        (
+            "g_call_items",
+            {
+                **base,
+                "input": [user, _reasoning("Need the tool."), _call("call_1", "Paris"), output],
+                "tools": [WEATHER_R],
+            },
+        ),
+        (
+            "g_call_no_reasoning",
+            {**base, "input": [user, _call("call_1", "Paris"), output], "tools": [WEATHER_R]},
+        ),
+        (
+            "g_message_then_call",
+            {
+                **base,
+                "input": [
+                    user,
+                    _reasoning("Need the tool."),
+                    _message("assistant", "Checking."),
+                    _call("call_1", "Paris"),
+                    output,
+                ],
+                "tools": [WEATHER_R],
+            },
+        ),
+        (
+            "g_two_calls_then_answer",
+            {
+                **base,
+                "tools": [WEATHER_R],
+                "reasoning": {"effort": "low"},
+                "input": [
+                    {"role": "user", "content": "Weather in Paris and Rome?"},
+                    _reasoning("Two calls."),
+                    _call("c1", "Paris"),
+                    _call("c2", "Rome"),
+                    {"type": "function_call_output", "call_id": "c1", "output": "18C"},
+                    {"type": "function_call_output", "call_id": "c2", "output": "25C"},
+                    _message("assistant", "Paris 18C, Rome 25C."),
+                    {"role": "user", "content": "Thanks"},
+                ],
+            },
+        ),
+        (
+            "g_multi_turn_reasoning",
+            {
+                **base,
+                "input": [
+                    {"role": "user", "content": "Hi"},
+                    _reasoning("Greet."),
+                    _message("assistant", "Hello!"),
+                    {"role": "user", "content": "Weather?"},
+                ],
+            },
+        ),
+        (
+            "g_reasoning_two_parts",
+            {**base, "input": [user, _reasoning("A.", "B."), _call("call_1", "Paris")], "tools": [WEATHER_R]},
+        ),
+        (
+            "g_reasoning_summary_only",
+            {
+                **base,
+                "input": [user, _reasoning(summary="S."), _call("call_1", "Paris")],
+                "tools": [WEATHER_R],
+            },
+        ),
+        (
+            "g_reasoning_encrypted",
+            {
+                **base,
+                "input": [
+                    user,
+                    {**_reasoning("T."), "encrypted_content": "xyz"},
+                    _message("assistant", "Sunny."),
+                    {"role": "user", "content": "Thanks"},
+                ],
+            },
+        ),
+        (
+            "g_assistant_two_parts",
+            {
+                **base,
+                "input": [
+                    user,
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [
+                            {"type": "output_text", "text": "A", "annotations": []},
+                            {"type": "output_text", "text": "B", "annotations": []},
+                        ],
+                    },
+                    {"role": "user", "content": "more"},
+                ],
+            },
+        ),
+        (
+            "g_empty_assistant",
+            {**base, "input": [user, _message("assistant", ""), {"role": "user", "content": "again"}]},
+        ),
+        ("g_output_unknown_call", {**base, "input": [user, {**output, "call_id": "nope"}]}),
+        ("g_web_search", {**base, "input": "Hi", "tools": [{"type": "web_search"}]}),
+    ]
+
+
 def sample(data: Path, per_kind: int) -> list[tuple[str, str, dict[str, Any]]]:
     """A few converted real requests of each kind: plain, tools, tool results, reasoning."""
     picked: dict[str, int] = {}
@@ -276,12 +449,18 @@ def main() -> None:
     ap.add_argument("--peer", default="http://127.0.0.1:8160")
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "chat_requests.jsonl"))
     ap.add_argument("--per-kind", type=int, default=2)
+    ap.add_argument("--config", choices=("qwen3", "gptoss"), default="qwen3")
     args = ap.parse_args()
     client = httpx.Client(base_url=args.peer, timeout=120)
     model = client.get("/v1/models").json()["data"][0]["id"]
-    cases = [(n, "/v1/messages/render", b) for n, b in anthropic_cases()]
-    cases += [(n, "/v1/responses/render", b) for n, b in responses_cases()]
-    cases += sample(Path(args.data), args.per_kind)
+    if args.config == "gptoss":
+        cases = [(n, "/v1/responses/render", b) for n, b in gptoss_cases()]
+        target = OUT.with_name("api_render_goldens_gptoss.json")
+    else:
+        cases = [(n, "/v1/messages/render", b) for n, b in anthropic_cases()]
+        cases += [(n, "/v1/responses/render", b) for n, b in responses_cases()]
+        cases += sample(Path(args.data), args.per_kind)
+        target = OUT
     goldens = []
     for name, path, body in cases:
         resp = client.post(path, json={**body, "model": model})
@@ -299,10 +478,10 @@ def main() -> None:
             }
         )
         print(name, resp.status_code)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
     lines = ",\n".join(json.dumps(g, ensure_ascii=False) for g in goldens)  # one golden per line
-    OUT.write_text(f"[\n{lines}\n]\n", encoding="utf-8")
-    print(f"wrote {len(goldens)} goldens to {OUT.relative_to(ROOT)}")
+    target.write_text(f"[\n{lines}\n]\n", encoding="utf-8")
+    print(f"wrote {len(goldens)} goldens to {target.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

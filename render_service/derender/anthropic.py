@@ -37,7 +37,7 @@ from ..protocol.anthropic import (
 )
 from ..protocol.derender import ChatRequestFields, GenerateChoice, StreamState
 from ..settings import Settings
-from .blocks import Piece, events_reply, opens_block, pieces, stream_input_tokens, tool_input
+from .blocks import Piece, events_reply, input_tokens, opens_block, pieces, tool_input
 from .chat import derender_chat
 from .flow import ChoiceShape, LiveStream, is_stream, open_live, run_stream
 from .pipeline import StepOutput, pipeline_for
@@ -151,10 +151,7 @@ def _batch(bundle: ModelBundle, settings: Settings, req: DerenderMessagesRequest
         {
             "model": req.model,
             "generate_response": req.generate_response.model_dump(),
-            # input_tokens: ``prompt_tokens``, else the prompt ids' length (as the stream
-            # counts them); the chat derender's vLLM default of 0 is not this API's
-            "prompt_tokens": req.prompt_tokens if req.prompt_tokens is not None
-            else (len(req.prompt_token_ids) if req.prompt_token_ids is not None else None),
+            "prompt_tokens": input_tokens(req),
             "prompt_token_ids": req.prompt_token_ids,
             "chat_request": fields.model_dump() if fields is not None else None,
         },
@@ -264,7 +261,7 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderMessagesStream
     pipe = pipeline_for(bundle, settings)
     if req.stream_state is None and pipe.parser is not None and req.messages_request is None:
         raise InvalidRequest(NEEDS_REQUEST, param="messages_request")
-    input_tokens = stream_input_tokens(req)
+    prompt = input_tokens(req)
     reply = run_stream(
         bundle,
         settings,
@@ -273,7 +270,7 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderMessagesStream
         chat_fields(req.messages_request, settings),
         None,
         object_name="message",
-        shape=_shape(input_tokens),
+        shape=_shape(prompt),
         extra={},
     )
     return events_reply(reply)

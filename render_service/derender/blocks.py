@@ -62,12 +62,15 @@ def tool_input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_raw": arguments}
 
 
-def stream_input_tokens(req: Any) -> int:
-    """The prompt's token count for a Messages / Responses stream: the first call's
-    ``prompt_tokens``, else the length of its prompt ids (the body's, else the chunk's)."""
+def input_tokens(req: Any) -> int:
+    """``usage.input_tokens`` of a Messages / Responses derender (batch, or a stream's first
+    call): the body's ``prompt_tokens``, else the length of its prompt ids (the body's, else the
+    engine output's ``prompt_token_ids``), else 0. (The chat derender counts only what the caller
+    sent, as vLLM 0.33; these APIs have no vLLM counterpart and count the prompt they were given.)"""
     if req.prompt_tokens is not None:
         return int(req.prompt_tokens)
-    prompt = req.prompt_token_ids if req.prompt_token_ids is not None else req.generate_chunk.prompt_token_ids
+    gen = req.generate_chunk if hasattr(req, "generate_chunk") else req.generate_response
+    prompt = req.prompt_token_ids if req.prompt_token_ids is not None else gen.prompt_token_ids
     return len(prompt or ())
 
 

@@ -14,14 +14,19 @@ Streaming answer: ``{"events": [{"event": type, "data": {..., "sequence_number"}
 first call; per item ``response.output_item.added``, ``response.content_part.added`` (reasoning
 and message), the deltas (``response.reasoning_text.delta``, ``response.output_text.delta``,
 ``response.function_call_arguments.delta``), then on close the ``.done`` events and
-``response.output_item.done``; the last call ends with ``response.completed`` (also for an
-incomplete response, with its ``status``). ``sequence_number`` continues across calls.
-The done events and ``response.completed`` repeat the whole output, so the state carries the
-output so far (the one state part that grows with the output).
+``response.output_item.done``; the last call ends with ``response.completed``, or
+``response.incomplete`` when the engine stopped for length (vLLM 0.33 and OpenAI: status
+``incomplete``, the last item ``incomplete``). ``sequence_number`` continues across calls.
+
+The ``stream_state`` stays flat (its size does not grow with the output): the texts that the
+done events and the terminal response repeat (the item's whole text, the whole ``output``) are
+``None`` in the per-call answer, and the caller, which forwards every delta anyway, fills them
+(:func:`complete_events` is the rule, and what the gateway runs).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..api_tools import responses_tool_choice, responses_tools
@@ -31,7 +36,7 @@ from ..protocol.derender import ChatRequestFields, GenerateChoice, StreamState
 from ..protocol.responses import DerenderResponsesRequest, DerenderResponsesStreamRequest, ResponsesRequest
 from ..settings import Settings
 from .anthropic import effort_kwargs
-from .blocks import Piece, events_reply, opens_block, pieces, stream_input_tokens
+from .blocks import Piece, events_reply, input_tokens, opens_block, pieces
 from .chat import derender_chat
 from .flow import ChoiceShape, LiveStream, is_stream, open_live, run_stream
 from .pipeline import StepOutput, pipeline_for
@@ -66,14 +71,21 @@ def chat_fields(req: ResponsesRequest | None) -> ChatRequestFields | None:
 
 
 def _item(
-    kind: str, item_id: str, text: str, name: str = "", call_id: str = "", done: bool = True
+    kind: str,
+    item_id: str,
+    text: str | None,
+    name: str = "",
+    call_id: str = "",
+    status: str = "completed",
 ) -> dict[str, Any]:
-    status = "completed" if done else "in_progress"
+    """One output item; ``status`` ``in_progress`` is the item as ``output_item.added`` shows it
+    (no content yet). ``text`` ``None``: left for the caller to fill (streaming)."""
+    opened = status == "in_progress"
     if kind == "reasoning":
-        content = [{"type": "reasoning_text", "text": text}] if done else []
+        content = [] if opened else [{"type": "reasoning_text", "text": text}]
         return {"type": "reasoning", "id": item_id, "summary": [], "content": content, "status": status}
     if kind == "message":
-        content = [_text_part(text)] if done else []
+        content = [] if opened else [_text_part(text)]
         return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": content}
     return {
         "type": "function_call",
@@ -85,20 +97,27 @@ def _item(
     }
 
 
-def _text_part(text: str) -> dict[str, Any]:
+def _text_part(text: str | None) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def response_status(finish: str | None) -> str:
+    """``Response.status`` of a finish reason: ``incomplete`` for ``length`` (vLLM 0.33
+    ``response_item_status``; OpenAI ``incomplete_details.reason: "max_output_tokens"``),
+    ``in_progress`` before the end, else ``completed``."""
+    return "in_progress" if finish is None else "incomplete" if finish == "length" else "completed"
 
 
 def _response(
     rid: str,
     model: str,
     created: int,
-    output: list[dict[str, Any]],
+    output: list[dict[str, Any]] | None,
     finish: str | None,
     usage: tuple[int, int] | None,
     req: ResponsesRequest | None,
 ) -> dict[str, Any]:
-    status = "in_progress" if finish is None else "incomplete" if finish == "length" else "completed"
+    status = response_status(finish)
     return {
         "id": rid,
         "object": "response",
@@ -146,10 +165,7 @@ def _batch(bundle: ModelBundle, settings: Settings, req: DerenderResponsesReques
         {
             "model": req.model,
             "generate_response": req.generate_response.model_dump(),
-            # input_tokens: ``prompt_tokens``, else the prompt ids' length (as the stream
-            # counts them); the chat derender's vLLM default of 0 is not this API's
-            "prompt_tokens": req.prompt_tokens if req.prompt_tokens is not None
-            else (len(req.prompt_token_ids) if req.prompt_token_ids is not None else None),
+            "prompt_tokens": input_tokens(req),
             "prompt_token_ids": req.prompt_token_ids,
             "chat_request": fields.model_dump() if fields is not None else None,
         },
@@ -167,6 +183,8 @@ def _batch(bundle: ModelBundle, settings: Settings, req: DerenderResponsesReques
         output.append(
             _item("function_call", f"fc_{rid}_{len(output)}", fn["arguments"], fn["name"], call["id"])
         )
+    if output and choice["finish_reason"] == "length":  # only the last item was cut short
+        output[-1]["status"] = "incomplete"
     usage = chat["usage"]
     return _response(
         rid,
@@ -182,7 +200,14 @@ def _batch(bundle: ModelBundle, settings: Settings, req: DerenderResponsesReques
 # --- streaming ------------------------------------------------------------------------------
 
 
+def _item_id(state: StreamState, index: int) -> str:
+    return f"{PREFIX[ITEM_TYPES[state.blk]]}_{state.rid}_{index}"
+
+
 class _Events:
+    """The events of one step; reads and updates the flat state (open item kind, item count,
+    the open call's name and id, ``sequence_number``)."""
+
     def __init__(self, state: StreamState) -> None:
         self.state = state
         self.events: list[dict[str, Any]] = []
@@ -191,114 +216,54 @@ class _Events:
         self.events.append({"event": kind, "data": {"type": kind, **data, "sequence_number": self.state.seq}})
         self.state.seq += 1
 
-    def close(self) -> None:
+    def close(self, status: str = "completed") -> None:
+        """The done events of the open item, its text left ``None`` (see :func:`complete_events`)."""
         st = self.state
         if not st.blk:
             return
-        kind, item_id, text, name, call_id = st.items[-1]
-        index = st.nblk - 1
+        kind, index = ITEM_TYPES[st.blk], st.nblk - 1
+        item_id = _item_id(st, index)
+        name, call_id = (st.fc + ["", ""])[:2]
+        ids = {"item_id": item_id, "output_index": index}
         if kind == "reasoning":
-            self.emit(
-                "response.reasoning_text.done",
-                item_id=item_id,
-                output_index=index,
-                content_index=0,
-                text=text,
-            )
-            self.emit(
-                "response.content_part.done",
-                item_id=item_id,
-                output_index=index,
-                content_index=0,
-                part={"type": "reasoning_text", "text": text},
-            )
+            self.emit("response.reasoning_text.done", **ids, content_index=0, text=None)
+            self.emit("response.content_part.done", **ids, content_index=0,
+                      part={"type": "reasoning_text", "text": None})
         elif kind == "message":
-            self.emit(
-                "response.output_text.done",
-                item_id=item_id,
-                output_index=index,
-                content_index=0,
-                text=text,
-                logprobs=[],
-            )
-            self.emit(
-                "response.content_part.done",
-                item_id=item_id,
-                output_index=index,
-                content_index=0,
-                part=_text_part(text),
-            )
+            self.emit("response.output_text.done", **ids, content_index=0, text=None, logprobs=[])
+            self.emit("response.content_part.done", **ids, content_index=0, part=_text_part(None))
         else:
-            self.emit(
-                "response.function_call_arguments.done",
-                item_id=item_id,
-                output_index=index,
-                arguments=text,
-                name=name,
-            )
-        self.emit(
-            "response.output_item.done", output_index=index, item=_item(kind, item_id, text, name, call_id)
-        )
-        st.blk = ""
+            self.emit("response.function_call_arguments.done", **ids, arguments=None, name=name)
+        self.emit("response.output_item.done", output_index=index,
+                  item=_item(kind, item_id, None, name, call_id, status))
+        st.blk, st.fc = "", []
 
     def open(self, piece: Piece) -> None:
         self.close()
         st = self.state
-        kind = ITEM_TYPES[piece.kind]
-        item_id = f"{PREFIX[kind]}_{st.rid}_{st.nblk}"
-        st.items.append([kind, item_id, "", piece.name or "", piece.call_id or ""])
-        self.emit(
-            "response.output_item.added",
-            output_index=st.nblk,
-            item=_item(kind, item_id, "", piece.name or "", piece.call_id or "", done=False),
-        )
-        if kind == "reasoning":
-            self.emit(
-                "response.content_part.added",
-                item_id=item_id,
-                output_index=st.nblk,
-                content_index=0,
-                part={"type": "reasoning_text", "text": ""},
-            )
-        elif kind == "message":
-            self.emit(
-                "response.content_part.added",
-                item_id=item_id,
-                output_index=st.nblk,
-                content_index=0,
-                part=_text_part(""),
-            )
         st.blk, st.nblk = piece.kind, st.nblk + 1
+        st.fc = [piece.name or "", piece.call_id or ""] if piece.kind == "tool" else []
+        kind, index = ITEM_TYPES[piece.kind], st.nblk - 1
+        item_id = _item_id(st, index)
+        self.emit("response.output_item.added", output_index=index,
+                  item=_item(kind, item_id, "", piece.name or "", piece.call_id or "", "in_progress"))
+        if kind == "reasoning":
+            self.emit("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
+                      part={"type": "reasoning_text", "text": ""})
+        elif kind == "message":
+            self.emit("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
+                      part=_text_part(""))
 
     def delta(self, piece: Piece) -> None:
         st = self.state
-        current = st.items[-1]
-        current[2] += piece.text
-        index, item_id = st.nblk - 1, current[1]
-        if current[0] == "reasoning":
-            self.emit(
-                "response.reasoning_text.delta",
-                item_id=item_id,
-                output_index=index,
-                content_index=0,
-                delta=piece.text,
-            )
-        elif current[0] == "message":
-            self.emit(
-                "response.output_text.delta",
-                item_id=item_id,
-                output_index=index,
-                content_index=0,
-                delta=piece.text,
-                logprobs=[],
-            )
+        kind, index = ITEM_TYPES[st.blk], st.nblk - 1
+        ids = {"item_id": _item_id(st, index), "output_index": index}
+        if kind == "reasoning":
+            self.emit("response.reasoning_text.delta", **ids, content_index=0, delta=piece.text)
+        elif kind == "message":
+            self.emit("response.output_text.delta", **ids, content_index=0, delta=piece.text, logprobs=[])
         else:
-            self.emit(
-                "response.function_call_arguments.delta",
-                item_id=item_id,
-                output_index=index,
-                delta=piece.text,
-            )
+            self.emit("response.function_call_arguments.delta", **ids, delta=piece.text)
 
 
 def _step_events(
@@ -321,23 +286,80 @@ def _step_events(
         if piece.text:
             ev.delta(piece)
     if out.finish_reason is not None:
-        ev.close()
-        output = [_item(k, i, t, n, c) for k, i, t, n, c in state.items]
         final = _response(
-            state.rid, state.model, state.created, output, out.finish_reason, (input_tokens, state.nout), req
+            state.rid, state.model, state.created, None, out.finish_reason, (input_tokens, state.nout), req
         )
-        ev.emit("response.completed", response=final)
+        ev.close(final["status"] if final["status"] == "incomplete" else "completed")
+        ev.emit(TERMINAL[final["status"]], response=final)
     return ev.events
 
 
-def _shape(req: ResponsesRequest | None, first_tokens: int | None) -> ChoiceShape:
+TERMINAL = {"completed": "response.completed", "incomplete": "response.incomplete"}
+"""The last event of a stream by the response's ``status`` (as vLLM 0.33 and OpenAI)."""
+
+
+@dataclass(slots=True)
+class StreamOutput:
+    """What the caller of a Responses stream keeps to complete its events (the service keeps no
+    output text in the ``stream_state``): per ``output_index`` the joined deltas, and the done
+    items. Memory: the output so far, on the caller's side, for the stream's life."""
+
+    texts: dict[int, str] = field(default_factory=dict)
+    items: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def complete_events(events: list[dict[str, Any]], output: StreamOutput) -> list[dict[str, Any]]:
+    """Fill, in place, the texts the streaming derender leaves ``None``, from the deltas seen so
+    far (``output`` carries them across calls); returns ``events``.
+
+    The rule, for a caller in any language: per ``output_index``, join the ``delta`` of every
+    ``*.delta`` event; a ``None`` ``text`` (``response.reasoning_text.done``,
+    ``response.output_text.done``, ``response.content_part.done``'s ``part``, the
+    ``response.output_item.done`` item's first content part) or ``arguments``
+    (``response.function_call_arguments.done``, the done ``function_call`` item) is that joined
+    text; the terminal event's (``response.completed`` / ``response.incomplete``) ``None``
+    ``output`` is the done items in ``output_index`` order. The result is what OpenAI's and
+    vLLM's Responses streams send (the done events repeat the item's whole text).
+    """
+    for event in events:
+        kind, data = event["event"], event["data"]
+        index = data.get("output_index")
+        if kind.endswith(".delta"):
+            output.texts[index] = output.texts.get(index, "") + data["delta"]
+            continue
+        text = output.texts.get(index, "")
+        if kind in ("response.reasoning_text.done", "response.output_text.done") and data["text"] is None:
+            data["text"] = text
+        elif kind == "response.content_part.done" and data["part"]["text"] is None:
+            data["part"]["text"] = text
+        elif kind == "response.function_call_arguments.done" and data["arguments"] is None:
+            data["arguments"] = text
+        elif kind == "response.output_item.done":
+            item = data["item"]
+            if item.get("arguments", "") is None:
+                item["arguments"] = text
+            for part in item.get("content") or ():
+                if part.get("text", "") is None:
+                    part["text"] = text
+            output.items[index] = item
+            output.texts.pop(index, None)
+        elif kind in TERMINAL.values() and data["response"]["output"] is None:
+            data["response"]["output"] = [output.items[i] for i in sorted(output.items)]
+    return events
+
+
+def _shape(
+    req: ResponsesRequest | None, first_tokens: int | None, output: StreamOutput | None = None
+) -> ChoiceShape:
     """The step shape of a Responses stream: ``{"events": [...]}`` (per call and live alike);
-    ``first_tokens`` (first call) sets the state's prompt token count."""
+    ``first_tokens`` (first call) sets the state's prompt token count; ``output`` (the live
+    stream, which is its own caller) completes the events with :func:`complete_events`."""
 
     def shape(out: StepOutput, choice: GenerateChoice, st: StreamState) -> dict[str, Any]:
         if first_tokens is not None:
             st.ptoks = first_tokens
-        return {"events": _step_events(out, choice, st, req, st.ptoks or 0)}
+        events = _step_events(out, choice, st, req, st.ptoks or 0)
+        return {"events": events if output is None else complete_events(events, output)}
 
     return shape
 
@@ -347,7 +369,8 @@ def open_responses_stream(
 ) -> LiveStream:
     """An in-memory Responses stream (the gateway's ``POST /v1/responses``): each
     :meth:`LiveStream.step` chunk has at most one choice whose ``events`` are the Responses
-    stream events of that engine event, built by the same code as the per-call streaming derender.
+    stream events of that engine event, built by the same code as the per-call streaming derender
+    and completed (:func:`complete_events`) from the output this object keeps in memory.
 
     Raises:
         UnknownModel: ``model`` is not served. ValidationError: a malformed request.
@@ -356,7 +379,7 @@ def open_responses_stream(
     opts = chat_fields(req)
     assert opts is not None
     return open_live(bundle, settings, req.model, opts, prompt_token_ids, rid, object_name="response",
-                     shape=_shape(req, None), extra={}, prompt_tokens=len(prompt_token_ids))
+                     shape=_shape(req, None, StreamOutput()), extra={}, prompt_tokens=len(prompt_token_ids))
 
 
 def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStreamRequest) -> dict[str, Any]:
@@ -364,7 +387,7 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStrea
     pipe = pipeline_for(bundle, settings)
     if req.stream_state is None and pipe.parser is not None and req.responses_request is None:
         raise InvalidRequest(NEEDS_REQUEST, param="responses_request")
-    first_tokens = stream_input_tokens(req)
+    first_tokens = input_tokens(req)
 
     reply = run_stream(
         bundle,

@@ -167,3 +167,27 @@ class DerenderMessagesStreamRequest(_DerenderStreamRequest):
     ``messages_request`` and ``prompt_token_ids`` are read on the first call only."""
 
     messages_request: AnthropicMessagesRequest | None = None
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+#: HTTP status → Anthropic ``error.type`` (Anthropic's error docs; vLLM 0.33
+#: ``_ANTHROPIC_ERROR_TYPE_BY_STATUS``, plus 402 and 504, which the ``anthropic`` SDK knows).
+ERROR_TYPE_BY_STATUS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",  # vLLM reports overload (a full queue) as 503
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def error_type(status: int) -> str:
+    """Anthropic's ``error.type`` for an HTTP status: the table above, else ``api_error`` for
+    5xx and ``invalid_request_error`` for any other status (vLLM 0.33 ``translate_error_type``)."""
+    return ERROR_TYPE_BY_STATUS.get(status) or ("api_error" if status >= 500 else "invalid_request_error")

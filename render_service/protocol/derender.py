@@ -254,9 +254,9 @@ class StreamState(BaseModel):
         blk: Messages/Responses: kind of the open content block / output item (``thinking``,
             ``text``, ``tool``; empty when none is open). nblk: blocks / items started so far
             (the open one is ``nblk - 1``). nout: output tokens so far. seq: Responses' next
-            ``sequence_number``. items: Responses: ``[type, id, text, name, call_id]`` of each
-            output item so far (its done events and ``response.completed`` repeat the whole
-            output, so this part grows with the output).
+            ``sequence_number``. fc: Responses: ``[name, call_id]`` of the open
+            ``function_call`` item (the output text itself is never kept: the done events leave
+            it to the caller, see :mod:`render_service.derender.responses`).
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -295,4 +295,4 @@ class StreamState(BaseModel):
     nblk: int = 0
     nout: int = 0
     seq: int = 0
-    items: list[list[str]] = Field(default_factory=list)
+    fc: list[str] = Field(default_factory=list, max_length=2)

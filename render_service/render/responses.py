@@ -6,7 +6,8 @@ Conversion (as vLLM 0.33):
 
 * ``instructions`` → a leading ``system`` message; ``input`` string → one ``user`` message.
 * Items: a ``message`` with a ``role`` passes through as a chat message (its ``input_text``
-  parts are text parts), except an ``assistant`` message, which keeps only its **first** content
+  parts are text parts, its ``input_image`` parts images of the chat multimodal render, as
+  ``image_url`` parts are), except an ``assistant`` message, which keeps only its **first** content
   part's text; ``function_call`` → a tool call (``call_id``, ``name``, ``arguments``) merged into
   the preceding assistant message; ``function_call_output`` → a ``tool`` message; ``reasoning``
   → the assistant's ``reasoning`` (its first ``content`` text, else its first ``summary`` text;
@@ -38,6 +39,7 @@ from ..models import ModelBundle
 from ..protocol.responses import ResponsesRequest
 from ..settings import Settings
 from .chat import render_chat
+from .harmony import _flat_text, uses_harmony
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
@@ -139,16 +141,45 @@ def structured_outputs(req: ResponsesRequest) -> dict[str, Any] | None:
     return None
 
 
-def to_chat_request(req: ResponsesRequest) -> dict[str, Any]:
-    """The chat request body of a Responses request (see the module docstring)."""
+def _harmony_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
+    """One input item as the one chat message the harmony render turns into the harmony message
+    vLLM 0.33 builds for it (``response_input_to_harmony``): no merging, order kept."""
+    if not isinstance(item, dict):
+        raise InvalidRequest("input items must be objects", param=where)
+    kind = item.get("type", "message")
+    if kind == "function_call":
+        call = {"id": item.get("call_id"), "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments", "")}}
+        messages.append({"role": "assistant", "tool_calls": [call]})
+    elif kind == "function_call_output":
+        call_id = item.get("call_id")
+        if not any(c.get("id") == call_id for m in messages for c in m.get("tool_calls") or ()):
+            raise InvalidRequest(f"No call message found for {call_id}", param="input")
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": item.get("output")})
+    elif kind == "reasoning":  # every content text, joined by newlines; a summary alone is dropped
+        texts = [p.get("text", "") for p in item.get("content") or () if isinstance(p, dict)]
+        if texts:
+            messages.append({"role": "assistant", "reasoning": "\n".join(texts)})
+    elif kind == "message" and "role" in item:
+        if item["role"] in ("system", "developer") and not _flat_text(item.get("content")):
+            return  # an empty instruction message adds nothing (as vLLM)
+        messages.append({k: v for k, v in item.items() if k in ("role", "content")})
+    else:
+        raise InvalidRequest(f"Unknown input type: {kind}", param=where)
+
+
+def to_chat_request(req: ResponsesRequest, harmony: bool = False) -> dict[str, Any]:
+    """The chat request body of a Responses request (see the module docstring); ``harmony``
+    (gpt-oss): one chat message per input item, as vLLM 0.33's harmony Responses render reads
+    them (``_render_responses_with_harmony``), for the harmony render of the chat path."""
     messages: list[dict[str, Any]] = []
-    if req.instructions:
+    if req.instructions if not harmony else req.instructions is not None:
         messages.append({"role": "system", "content": req.instructions})
     if isinstance(req.input, str):
         messages.append({"role": "user", "content": req.input})
     else:
         for i, item in enumerate(req.input):
-            _add_item(messages, item, f"input.{i}")
+            (_harmony_item if harmony else _add_item)(messages, item, f"input.{i}")
     cont = _continues(req.input)
     logprobs = bool(req.include and LOGPROBS_INCLUDE in req.include)
     tools = responses_tools(req.tools)
@@ -213,7 +244,7 @@ def render_responses(bundle: ModelBundle, settings: Settings, body: Any) -> dict
             "previous_response_id is not supported by the stateless render endpoint.",
             param="previous_response_id",
         )
-    chat = to_chat_request(req)
+    chat = to_chat_request(req, harmony=uses_harmony(bundle.config))
     out = render_chat(bundle, settings, chat)
     out["request_id"] = req.request_id or f"resp_{uuid.uuid4().hex}"
     out["parse_context"] = None

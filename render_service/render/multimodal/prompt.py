@@ -29,7 +29,11 @@ PART_MODALITY = {
     "audio_url": "audio",
     "image": "image",
     "video": "video",
+    "input_image": "image",  # OpenAI Responses: ``{"type": "input_image", "image_url": "<url>"}``
 }
+#: Part type → the key holding its URL, where it is not the type itself (vLLM 0.33
+#: ``MM_PARSER_MAP``: a Responses ``input_image`` carries ``image_url`` as a plain string).
+URL_KEY = {"input_image": "image_url"}
 DEFAULT_LIMIT = 999
 """Items per modality per prompt when ``--limit-mm-per-prompt`` does not name it (as upstream)."""
 
@@ -72,15 +76,20 @@ class MediaCollector:
                 f"At most {limit} {modality}(s) may be provided in one prompt. (parameter={modality})",
                 param=modality,
             )
-        spec = part.get(str(kind))
+        key = URL_KEY.get(str(kind), str(kind))
+        spec = part.get(key)
         url = spec.get("url") if isinstance(spec, dict) else spec
+        if kind == "input_image" and url is None and part.get("file_id") is not None:
+            raise InvalidRequest("input_image.file_id is not supported (no file store): send image_url",
+                                 param=f"{where}.file_id")
         uuid = part.get("uuid")
         if url is not None and not isinstance(url, str):
-            raise InvalidRequest(f"{kind}.url must be a string", param=f"{where}.{kind}.url")
+            field = key if key != kind else f"{kind}.url"
+            raise InvalidRequest(f"{field} must be a string", param=f"{where}.{field}")
         if uuid is not None and not isinstance(uuid, str):
             raise InvalidRequest("uuid must be a string", param=f"{where}.uuid")
         if url is None and uuid is None:
-            raise InvalidRequest(f"{kind} needs a url (or a uuid seen before)", param=f"{where}.{kind}")
+            raise InvalidRequest(f"{kind} needs a url (or a uuid seen before)", param=f"{where}.{key}")
         self.parts.append(MediaPart(modality, url, uuid, where))
         return modality
 

@@ -54,6 +54,13 @@ class EngineTimeout(RenderServiceError):
     error_type = "GatewayTimeoutError"
 
 
+class EngineOverloaded(RenderServiceError):
+    """The engine said it is full (429 / 503 in a stream's error event); retry later."""
+
+    status_code = 503
+    error_type = "ServiceUnavailableError"
+
+
 class EngineRejected(RenderServiceError):
     """The engine refused the request (4xx); the message is the engine's."""
 

@@ -33,10 +33,18 @@ from ...derender.flow import LiveStream, usage_block
 from ...derender.responses import open_responses_stream
 from ...errors import RenderServiceError, error_body, to_error_body
 from ...models import ModelBundle
+from ...protocol.anthropic import error_type as anthropic_error_type
 from ...protocol.derender import GenerateTokensStreamResponse, Usage
 from ...settings import Settings
 from . import metrics
-from .engines import Engines, EngineStream, EngineUnavailable, engine_request_id
+from .engines import (
+    EngineOverloaded,
+    EngineRejected,
+    Engines,
+    EngineStream,
+    EngineUnavailable,
+    engine_request_id,
+)
 
 PREFILL_KV = {
     "do_remote_decode": True,
@@ -177,16 +185,33 @@ def named_sse(events: list[dict[str, Any]]) -> bytes:
 
 def named_error(api: str, body: dict[str, Any]) -> bytes:
     """An error after a named-event stream started: Anthropic's ``error`` event
-    (``{"type": "error", "error": {"type", "message"}}``) or the Responses ``error`` event
-    (``{"type": "error", "code", "message", "param"}``)."""
+    (``{"type": "error", "error": {"type", "message"}}``, ``type`` from the error's status:
+    ``invalid_request_error``, ``overloaded_error``, ``timeout_error``, ``api_error``...) or the
+    Responses ``error`` event (``{"type": "error", "code", "message", "param"}``)."""
     err = body["error"]
     data: dict[str, Any]
     if api == "messages":
-        data = {"type": "error", "error": {"type": "api_error", "message": err["message"]}}
+        kind = anthropic_error_type(err["code"]) if isinstance(err.get("code"), int) else "api_error"
+        data = {"type": "error", "error": {"type": kind, "message": err["message"]}}
     else:
         data = {"type": "error", "code": str(err.get("code")), "message": err["message"],
                 "param": err.get("param"), "sequence_number": 0}
     return named_sse([{"event": "error", "data": data}])
+
+
+def engine_stream_error(payload: Any) -> RenderServiceError:
+    """The error of an engine's ``data: {"error": {...}}`` event, by the engine's ``code``: a
+    full engine (429, 503) is :class:`EngineOverloaded`, another 4xx :class:`EngineRejected` (the
+    request was refused), anything else :class:`EngineUnavailable` (502); the message is the
+    engine's."""
+    err = payload.get("error") if isinstance(payload, dict) else None
+    message = str(err.get("message", payload)) if isinstance(err, dict) else str(payload)
+    code = err.get("code") if isinstance(err, dict) else None
+    if code in (429, 503):
+        return EngineOverloaded(message)
+    if isinstance(code, int) and 400 <= code < 500:
+        return EngineRejected(message)
+    return EngineUnavailable(message)
 
 
 class GatewayStream:
@@ -304,9 +329,8 @@ class GatewayStream:
 
     def _step(self, leg: Leg, data: bytes) -> dict[str, Any] | None:
         if data.startswith(b'{"error"'):
-            payload = orjson.loads(data)
             metrics.ENGINE_ERRORS.labels("decode", "stream").inc()
-            raise EngineUnavailable(str(payload["error"].get("message", payload)))
+            raise engine_stream_error(orjson.loads(data))
         event = GenerateTokensStreamResponse.model_validate_json(data)
         if event.request_id:
             leg.engine_ids.add(event.request_id)
