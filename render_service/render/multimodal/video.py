@@ -86,16 +86,19 @@ def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict
                     f"the limit of {max_pixels} pixels (--max-image-pixels)"
                 )
             fps_src = float(stream.average_rate) if stream.average_rate else 0.0
-            frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]  # type: ignore[union-attr,call-arg]
+            # Every frame is decoded (the count decides the sampling); only the sampled ones
+            # are converted to RGB.
+            frames = list(container.decode(stream))
+            if not frames:
+                raise InvalidRequest("Failed to load video: no frames")
+            fps = float(io_kwargs.get("fps", arch.video_fps))
+            indices = sample_indices(arch, len(frames), fps_src, fps)
+            rgb = np.stack([frames[i].to_ndarray(format="rgb24") for i in indices])  # type: ignore[union-attr,call-arg]
     except InvalidRequest:
         raise
     except Exception as exc:
         raise InvalidRequest(f"Failed to load video: {exc}") from None
-    if not frames:
-        raise InvalidRequest("Failed to load video: no frames")
-    fps = float(io_kwargs.get("fps", arch.video_fps))
-    indices = sample_indices(arch, len(frames), fps_src, fps)
-    return DecodedVideo(np.stack([frames[i] for i in indices]), len(frames), fps_src, indices)
+    return DecodedVideo(rgb, len(frames), fps_src, indices)
 
 
 def hash_metadata(video: DecodedVideo) -> dict[str, Any]:
