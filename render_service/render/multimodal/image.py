@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import warnings
 
 import numpy as np
@@ -26,12 +27,35 @@ PILLOW_BLOCKS = 8
 write into memory already mapped instead of fresh pages (bounded: at most 8 × 16 MB)."""
 
 
-def keep_pillow_blocks() -> None:
-    """Let Pillow keep :data:`PILLOW_BLOCKS` freed image blocks (``Image.core.set_blocks_max``;
-    Pillow's default is 0, i.e. every block goes back to the allocator)."""
+def configure_pillow() -> None:
+    """Process-wide Pillow settings of a vision server: keep :data:`PILLOW_BLOCKS` freed image
+    blocks (``Image.core.set_blocks_max``; Pillow's default 0 hands every block back), and no
+    Pillow decompression-bomb check (``Image.MAX_IMAGE_PIXELS = None``): :func:`decode_image`
+    enforces ``--max-image-pixels`` from the header itself, with a clear 400 naming the size,
+    where Pillow's own check raises its raw message (vLLM answers that one with a 500)."""
     core = Image.core
     if core.get_blocks_max() < PILLOW_BLOCKS:
         core.set_blocks_max(PILLOW_BLOCKS)
+    Image.MAX_IMAGE_PIXELS = None
+
+
+def too_many_pixels(width: int, height: int, max_pixels: int) -> InvalidRequest:
+    """The 400 of an image (or video frame) over the pixel budget: vLLM's wording for its
+    ``VLLM_MAX_IMAGE_PIXELS`` limit, naming this server's flag."""
+    return InvalidRequest(
+        f"Image dimensions {width}x{height} ({width * height} pixels) exceed the maximum of "
+        f"{max_pixels} pixels. Set --max-image-pixels to increase this limit."
+    )
+
+
+_OBJECT_AT = re.compile(r" at 0x[0-9a-fA-F]+>")
+
+
+def load_error(exc: Exception, what: str = "image") -> InvalidRequest:
+    """``Failed to load image: <reason>`` (vLLM's text; ``what`` ``"video"`` for a video), with
+    object addresses dropped from the reason (``<_io.BytesIO object at 0x7f…>`` →
+    ``<_io.BytesIO object>``, as vLLM's answer reads), so a bad file always gives one message."""
+    return InvalidRequest(f"Failed to load {what}: {_OBJECT_AT.sub('>', str(exc))}")
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
@@ -68,8 +92,9 @@ def decode_image(
     ``background`` (vLLM ``convert_image_mode``), other modes converted with Pillow.
 
     Raises:
-        InvalidRequest: not an image / truncated (``Failed to load image: ...``, upstream text), or
-            over the pixel budget.
+        InvalidRequest: not an image / truncated (``Failed to load image: ...``, upstream text,
+            object addresses dropped), or over the pixel budget (vLLM's ``Image dimensions WxH
+            (N pixels) exceed the maximum of M pixels`` text), read from the header.
     """
     try:
         with warnings.catch_warnings():
@@ -77,15 +102,16 @@ def decode_image(
             img = Image.open(io.BytesIO(data))
             w, h = img.size
             if w * h > max_pixels:
-                raise InvalidRequest(
-                    f"Failed to load image: {w}x{h} = {w * h} pixels exceeds the limit of {max_pixels} "
-                    "pixels (--max-image-pixels)"
-                )
+                raise too_many_pixels(w, h, max_pixels)
             img.load()
     except InvalidRequest:
         raise
+    except Image.DecompressionBombError:  # Pillow's own limit, if configure_pillow was not run
+        raise InvalidRequest(
+            f"The image has more than {max_pixels} pixels. Set --max-image-pixels to increase this limit."
+        ) from None
     except Exception as exc:
-        raise InvalidRequest(f"Failed to load image: {exc}") from None
+        raise load_error(exc) from None
     if img.mode == "RGB":
         return img, False
     if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):

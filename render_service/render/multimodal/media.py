@@ -11,7 +11,6 @@ reserved are refused unless ``--allow-private-media-urls``), follows at most
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,19 +41,6 @@ class FetchPolicy:
     max_redirects: int = 3
 
 
-_PATH_RES = (
-    re.compile(r"/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+"),
-    re.compile(r"(?:/[\w\-]+)+/[\w\-]+\.\w+"),
-)
-
-
-def redact_paths(message: str) -> str:
-    """Replace file-system paths in an error text with ``<path>`` (as vLLM's error handler)."""
-    for pattern in _PATH_RES:
-        message = pattern.sub("<path>", message)
-    return message
-
-
 def _data_url(url: str) -> bytes:
     head, sep, payload = url[5:].partition(",")
     if not sep:
@@ -74,14 +60,18 @@ def _file_url(url: str, policy: FetchPolicy) -> bytes:
     path = Path(unquote(parts.netloc + parts.path))
     allowed = Path(policy.allowed_local_media_path).resolve()
     if allowed not in path.resolve().parents:
+        # vLLM's text with both paths filled in (its error handler turns them into "<path>";
+        # the path is the client's own and the folder is what it must use: README
+        # "Deliberate differences").
         raise InvalidRequest(
-            redact_paths(f"The file path {path} must be a subpath of `--allowed-local-media-path {allowed}`.")
+            f"The file path {path} must be a subpath of "
+            f"`--allowed-local-media-path {policy.allowed_local_media_path}`."
         )
     try:
         with path.open("rb") as f:
             data = f.read(policy.max_bytes + 1)
     except OSError as exc:
-        raise InvalidRequest(redact_paths(f"Cannot read {path}: {exc.strerror}")) from None
+        raise InvalidRequest(f"Cannot read the file {path}: {exc.strerror}") from None
     if len(data) > policy.max_bytes:
         raise InvalidRequest(f"The media file is larger than {policy.max_bytes} bytes (--media-max-bytes)")
     return data

@@ -139,7 +139,7 @@ def _new_state(bundle: ModelBundle, settings: Settings) -> MultimodalState | Non
     arch = arch_for(bundle.config, bundle.root)
     if arch is None:
         return None
-    image.keep_pillow_blocks()
+    image.configure_pillow()
     vocab = bundle.added_vocab
     policy = FetchPolicy(
         settings.allowed_local_media_path,
