@@ -82,6 +82,17 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
     return h_bar, w_bar
 
 
+def header_pixels(data: bytes) -> int:
+    """``width × height`` from an image's header (no pixel decoded); 0 when unreadable (the decode
+    then gives the error)."""
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            w, h = img.size
+    except Exception:
+        return 0
+    return int(w * h)
+
+
 def decode_image(
     data: bytes, max_pixels: int, background: tuple[int, int, int] = RGBA_BACKGROUND
 ) -> tuple[Image.Image, bool]:
