@@ -360,3 +360,18 @@ def test_decode_without_pillow_limit_still_bounded() -> None:
         decode_image(png_header(30000, 30000), 200_000_000)
     with pytest.raises(InvalidRequest, match="^Failed to load image: "):
         decode_image(png_header(3000, 3000), 10_000_000)  # allowed, then the missing data fails
+
+
+def test_video_frames_over_the_budget_are_refused_before_decoding() -> None:
+    pytest.importorskip("av")
+    from render_service.errors import InvalidRequest
+    from render_service.render.multimodal.registry import ARCHITECTURES
+    from render_service.render.multimodal.video import decode_video
+
+    clip = shared_path("data", "media", "video_16f_320x240.mp4").read_bytes()
+    too_big = r"^Video frame dimensions 320x240 \(76800 pixels\) exceed the maximum of 50000 pixels"
+    with pytest.raises(InvalidRequest, match=too_big):
+        decode_video(clip, ARCHITECTURES["qwen3_vl"], 50_000, {})
+    with pytest.raises(InvalidRequest, match="^Failed to load video: ") as err:
+        decode_video(b"not a video at all", ARCHITECTURES["qwen3_vl"], 50_000_000, {})
+    assert " at 0x" not in str(err.value)

@@ -39,11 +39,11 @@ def configure_pillow() -> None:
     Image.MAX_IMAGE_PIXELS = None
 
 
-def too_many_pixels(width: int, height: int, max_pixels: int) -> InvalidRequest:
-    """The 400 of an image (or video frame) over the pixel budget: vLLM's wording for its
-    ``VLLM_MAX_IMAGE_PIXELS`` limit, naming this server's flag."""
+def too_many_pixels(width: int, height: int, max_pixels: int, what: str = "Image") -> InvalidRequest:
+    """The 400 of an image (``what`` ``"Video frame"`` for a video) over the pixel budget: vLLM's
+    wording for its ``VLLM_MAX_IMAGE_PIXELS`` limit, naming this server's flag."""
     return InvalidRequest(
-        f"Image dimensions {width}x{height} ({width * height} pixels) exceed the maximum of "
+        f"{what} dimensions {width}x{height} ({width * height} pixels) exceed the maximum of "
         f"{max_pixels} pixels. Set --max-image-pixels to increase this limit."
     )
 

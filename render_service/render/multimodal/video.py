@@ -81,7 +81,7 @@ def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict
             if stream is None:
                 raise InvalidRequest("Failed to load video: no video stream")
             if (stream.width or 0) * (stream.height or 0) > max_pixels:
-                raise too_many_pixels(stream.width or 0, stream.height or 0, max_pixels)
+                raise too_many_pixels(stream.width or 0, stream.height or 0, max_pixels, "Video frame")
             fps_src = float(stream.average_rate) if stream.average_rate else 0.0
             # Every frame is decoded (the count decides the sampling); only the sampled ones
             # are converted to RGB.
