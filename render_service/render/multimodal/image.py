@@ -8,16 +8,54 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import warnings
 
 import numpy as np
 from PIL import Image
 
 from ...errors import InvalidRequest
+from . import serde
 from .registry import VisionArch
 
 RGBA_BACKGROUND = (255, 255, 255)
 """Background that transparent images are composited onto (vLLM ``rgba_background_color``)."""
+
+
+PILLOW_BLOCKS = 8
+"""Freed Pillow image blocks (16 MB each) kept for reuse, so a large image's decode and resize
+write into memory already mapped instead of fresh pages (bounded: at most 8 × 16 MB)."""
+
+
+def configure_pillow() -> None:
+    """Process-wide Pillow settings of a vision server: keep :data:`PILLOW_BLOCKS` freed image
+    blocks (``Image.core.set_blocks_max``; Pillow's default 0 hands every block back), and no
+    Pillow decompression-bomb check (``Image.MAX_IMAGE_PIXELS = None``): :func:`decode_image`
+    enforces ``--max-image-pixels`` from the header itself, with a clear 400 naming the size,
+    where Pillow's own check raises its raw message (vLLM answers that one with a 500)."""
+    core = Image.core
+    if core.get_blocks_max() < PILLOW_BLOCKS:
+        core.set_blocks_max(PILLOW_BLOCKS)
+    Image.MAX_IMAGE_PIXELS = None
+
+
+def too_many_pixels(width: int, height: int, max_pixels: int, what: str = "Image") -> InvalidRequest:
+    """The 400 of an image (``what`` ``"Video frame"`` for a video) over the pixel budget: vLLM's
+    wording for its ``VLLM_MAX_IMAGE_PIXELS`` limit, naming this server's flag."""
+    return InvalidRequest(
+        f"{what} dimensions {width}x{height} ({width * height} pixels) exceed the maximum of "
+        f"{max_pixels} pixels. Set --max-image-pixels to increase this limit."
+    )
+
+
+_OBJECT_AT = re.compile(r" at 0x[0-9a-fA-F]+>")
+
+
+def load_error(exc: Exception, what: str = "image") -> InvalidRequest:
+    """``Failed to load image: <reason>`` (vLLM's text; ``what`` ``"video"`` for a video), with
+    object addresses dropped from the reason (``<_io.BytesIO object at 0x7f…>`` →
+    ``<_io.BytesIO object>``, as vLLM's answer reads), so a bad file always gives one message."""
+    return InvalidRequest(f"Failed to load {what}: {_OBJECT_AT.sub('>', str(exc))}")
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
@@ -44,6 +82,17 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
     return h_bar, w_bar
 
 
+def header_pixels(data: bytes) -> int:
+    """``width × height`` from an image's header (no pixel decoded); 0 when unreadable (the decode
+    then gives the error)."""
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            w, h = img.size
+    except Exception:
+        return 0
+    return int(w * h)
+
+
 def decode_image(
     data: bytes, max_pixels: int, background: tuple[int, int, int] = RGBA_BACKGROUND
 ) -> tuple[Image.Image, bool]:
@@ -54,8 +103,9 @@ def decode_image(
     ``background`` (vLLM ``convert_image_mode``), other modes converted with Pillow.
 
     Raises:
-        InvalidRequest: not an image / truncated (``Failed to load image: ...``, upstream text), or
-            over the pixel budget.
+        InvalidRequest: not an image / truncated (``Failed to load image: ...``, upstream text,
+            object addresses dropped), or over the pixel budget (vLLM's ``Image dimensions WxH
+            (N pixels) exceed the maximum of M pixels`` text), read from the header.
     """
     try:
         with warnings.catch_warnings():
@@ -63,15 +113,16 @@ def decode_image(
             img = Image.open(io.BytesIO(data))
             w, h = img.size
             if w * h > max_pixels:
-                raise InvalidRequest(
-                    f"Failed to load image: {w}x{h} = {w * h} pixels exceeds the limit of {max_pixels} "
-                    "pixels (--max-image-pixels)"
-                )
+                raise too_many_pixels(w, h, max_pixels)
             img.load()
     except InvalidRequest:
         raise
+    except Image.DecompressionBombError:  # Pillow's own limit, if configure_pillow was not run
+        raise InvalidRequest(
+            f"The image has more than {max_pixels} pixels. Set --max-image-pixels to increase this limit."
+        ) from None
     except Exception as exc:
-        raise InvalidRequest(f"Failed to load image: {exc}") from None
+        raise load_error(exc) from None
     if img.mode == "RGB":
         return img, False
     if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
@@ -102,25 +153,52 @@ def resize(img: Image.Image, height: int, width: int) -> np.ndarray:
     return np.asarray(img, dtype=np.uint8)
 
 
-def patchify_still(pixels: np.ndarray, arch: VisionArch) -> tuple[np.ndarray, tuple[int, int, int]]:
+def resize_planes(img: Image.Image, height: int, width: int) -> list[np.ndarray]:
+    """:func:`resize`, as the three colour planes ``[H, W]`` uint8 (R, G, B).
+
+    Pillow resizes the RGB image in one pass over its 4-byte pixels; ``split`` then hands out
+    the planes, which the patch layout wants (channel-major within a patch), without the
+    interleaved ``[H, W, 3]`` copy."""
+    if img.size != (width, height):
+        img = img.resize((width, height), Image.Resampling.BICUBIC)
+    return [np.asarray(band, dtype=np.uint8) for band in img.split()]
+
+
+def patch_shape(height: int, width: int, arch: VisionArch) -> tuple[int, int]:
+    """Shape ``[h·w, 3·T_p·P·P]`` of a still image's patches at ``height × width`` pixels."""
+    p = arch.patch_size
+    return (height // p) * (width // p), 3 * arch.temporal_patch_size * p * p
+
+
+def patchify_still(planes: list[np.ndarray], arch: VisionArch, out: np.ndarray) -> tuple[int, int, int]:
     """:func:`patchify` of one image repeated ``temporal_patch_size`` times (HF's still-image
-    layout), without materialising the repeated frames: the single frame is reordered once and
-    copied into each temporal slot."""
+    layout), written into ``out`` (shape :func:`patch_shape`, uint8, C-contiguous) from the
+    colour ``planes`` ``[H, W]``; returns the grid ``(1, h, w)``.
+
+    A patch row of ``P`` pixels of one plane is contiguous in the source and in the patch, so the
+    reorder moves ``P``-byte cells (numpy void items) rather than single bytes."""
     p, m, tp = arch.patch_size, arch.merge_size, arch.temporal_patch_size
-    height, width, c = pixels.shape
+    height, width = planes[0].shape
     gh, gw = height // p, width // p
-    one = pixels.reshape(gh // m, m, p, gw // m, m, p, c).transpose(0, 3, 1, 4, 6, 2, 5)
-    out = np.empty((gh // m, gw // m, m, m, c, tp, p, p), dtype=np.uint8)
-    for k in range(tp):
-        out[:, :, :, :, :, k] = one
-    return out.reshape(gh * gw, c * tp * p * p), (1, gh, gw)
+    cell = np.dtype((np.void, p))
+    dst = out.view(cell).reshape(gh // m, gw // m, m, m, 3, tp, p)
+    for c, plane in enumerate(planes):
+        # [gh/m, m, P rows, gw/m, m] cells → merge windows, then rows within the patch
+        src = np.ascontiguousarray(plane).view(cell).reshape(gh // m, m, p, gw // m, m)
+        src = src.transpose(0, 3, 1, 4, 2)
+        for k in range(tp):
+            dst[:, :, :, :, c, k] = src
+    return 1, gh, gw
 
 
 def process_image(
     img: Image.Image, arch: VisionArch, min_pixels: int, max_pixels: int
-) -> tuple[np.ndarray, tuple[int, int, int]]:
+) -> tuple[serde.Pending, tuple[int, int, int]]:
     """An RGB image → ``(pixel_values [h·w, 3·2·P·P] uint8, image_grid_thw (1, h, w))``;
-    the image is repeated ``temporal_patch_size`` times, as HF does."""
+    the image is repeated ``temporal_patch_size`` times, as HF does. The pixel values are a
+    :class:`~.serde.Pending` tensor: resized now, reordered straight into the encoded item."""
     w, h = img.size
     rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
-    return patchify_still(resize(img, rh, rw), arch)
+    planes = resize_planes(img, rh, rw)
+    grid = (1, rh // arch.patch_size, rw // arch.patch_size)
+    return serde.Pending(patch_shape(rh, rw, arch), lambda out: patchify_still(planes, arch, out)), grid

@@ -148,6 +148,7 @@ def _new_state(bundle: ModelBundle, settings: Settings) -> MultimodalState | Non
     arch = arch_for(bundle.config, bundle.root)
     if arch is None:
         return None
+    image.configure_pillow()
     vocab = bundle.added_vocab
     policy = FetchPolicy(
         settings.allowed_local_media_path,
@@ -324,18 +325,44 @@ def _video(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer
     return mm_hash, ([pad] * (per_group * grid[0]), fields, ("video_grid_thw", "second_per_grid_ts"))
 
 
+LARGE_IMAGE_PIXELS = 4_000_000
+"""Images of at least this many pixels (header) are processed :data:`LARGE_AT_ONCE` at a time per
+process: each holds a few hundred MB while it is decoded, resized and encoded (a 4000×3000 JPEG:
+48 MB decoded, 72 MB of patches, 96 MB of base64), so the threads of a replica must not all do it
+at once; the CPU is the limit anyway."""
+LARGE_AT_ONCE = 2
+_LARGE = threading.BoundedSemaphore(LARGE_AT_ONCE)
+
+
 def _process(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer: Any) -> Processed:
     """The processed item, from the cache when the same bytes were processed the same way."""
     key = _key(spec, settings.mm_hasher_algorithm)
     hit = state.cache.get(key)
     if hit is not None:
         return hit
+    large = spec.modality == "image" and image.header_pixels(spec.data) >= LARGE_IMAGE_PIXELS
+    if large:
+        _LARGE.acquire()
+        hit = state.cache.get(key)  # processed by another request meanwhile
+        if hit is not None:
+            _LARGE.release()
+            return hit
+    try:
+        processed = _processed(state, spec, settings, tokenizer)
+    finally:
+        if large:
+            _LARGE.release()
+    state.cache.put(key, processed)
+    return processed
+
+
+def _processed(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer: Any) -> Processed:
     if spec.modality == "image":
         mm_hash, (replacement, fields, meta_names) = _image(state, spec, settings)
     else:
         mm_hash, (replacement, fields, meta_names) = _video(state, spec, settings, tokenizer)
     meta = {k: fields[k] for k in meta_names}
-    processed = Processed(
+    return Processed(
         spec.modality,
         mm_hash,
         tuple(replacement),
@@ -343,8 +370,6 @@ def _process(state: MultimodalState, spec: ItemSpec, settings: Settings, tokeniz
         serde.encode_item(fields),
         serde.encode_item(meta) if meta else None,
     )
-    state.cache.put(key, processed)
-    return processed
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ want the tensors).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,24 @@ class BFloat16:
     """A bfloat16 tensor given as its raw 2-byte words (numpy has no bfloat16)."""
 
     words: np.ndarray  # uint16, any shape (0-d allowed)
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A uint8 tensor of ``shape`` that ``write(out)`` fills in place when the item is encoded
+    (``out``: C-contiguous uint8 array of that shape inside the item's buffer), so a large tensor
+    is produced where it is sent instead of being built and then copied."""
+
+    shape: tuple[int, ...]
+    write: Callable[[np.ndarray], Any]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tensor."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,38 +99,63 @@ SPLICE_BYTES = 1 << 16
 by ``tobytes`` and again by msgpack (a 4000×3000 image is 72 MB of patches)."""
 
 
+_FIXEXT = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}
+
+
+def _ext_header(n: int) -> bytes:
+    """msgpack's shortest header of an ext (type :data:`RAW_VIEW`) of ``n`` bytes, as msgpack writes it."""
+    if n in _FIXEXT:
+        return bytes([_FIXEXT[n], RAW_VIEW])
+    if n < 1 << 8:
+        return bytes([0xC7, n, RAW_VIEW])
+    if n < 1 << 16:
+        return b"\xc8" + n.to_bytes(2, "big") + bytes([RAW_VIEW])
+    return b"\xc9" + n.to_bytes(4, "big") + bytes([RAW_VIEW])
+
+
 def encode_item(fields: dict[str, Field]) -> str:
-    """base64 (standard, padded) of one item's msgpack document, byte-identical to vLLM's."""
-    large: dict[bytes, np.ndarray] = {}
+    """base64 (standard, padded) of one item's msgpack document, byte-identical to vLLM's.
+
+    Large tensors (ndarrays of at least :data:`SPLICE_BYTES`, and every :class:`Pending`) are
+    written once into the document buffer (a numpy array, so the allocator's large-page advice
+    applies) instead of being copied by ``tobytes`` and again by msgpack."""
+    large: dict[bytes, np.ndarray | Pending] = {}
     doc = {}
     for name, f in fields.items():
         data = f.data
-        if isinstance(data, np.ndarray) and data.nbytes >= SPLICE_BYTES and data.dtype.byteorder in "<|=":
+        spliced = isinstance(data, Pending) or (
+            isinstance(data, np.ndarray) and data.nbytes >= SPLICE_BYTES and data.dtype.byteorder in "<|="
+        )
+        if spliced:
             marker = b"\x00mm-splice_" + len(large).to_bytes(5, "little")  # 16 bytes → fixext16
-            large[marker] = np.ascontiguousarray(data)
-            doc[name] = {"data": [data.dtype.name, list(data.shape), msgpack.ExtType(RAW_VIEW, marker)],
+            large[marker] = data if isinstance(data, Pending) else np.ascontiguousarray(data)
+            dtype = "uint8" if isinstance(data, Pending) else data.dtype.name
+            doc[name] = {"data": [dtype, list(data.shape), msgpack.ExtType(RAW_VIEW, marker)],
                          "field": _factory(f)}
         else:
             doc[name] = {"data": _tensor(data), "field": _factory(f)}
     packed = msgpack.packb(doc, use_bin_type=True)
     if not large:
         return str(pybase64.b64encode_as_string(packed))
-    pieces: list[tuple[bytes, np.ndarray | None]] = []
+    pieces: list[tuple[bytes, np.ndarray | Pending | None]] = []
     rest = packed
     for marker, arr in large.items():
         head, sep, rest = rest.partition(bytes([0xD8, RAW_VIEW]) + marker)
         assert sep, "splice marker not found"
-        pieces.append((head + b"\xc9" + arr.nbytes.to_bytes(4, "big") + bytes([RAW_VIEW]), arr))
+        pieces.append((head + _ext_header(arr.nbytes), arr))
     pieces.append((rest, None))
-    out = bytearray(sum(len(h) + (a.nbytes if a is not None else 0) for h, a in pieces))
+    out = np.empty(sum(len(h) + (a.nbytes if a is not None else 0) for h, a in pieces), dtype=np.uint8)
     pos = 0
     for head, tensor in pieces:
-        out[pos:pos + len(head)] = head
+        out[pos:pos + len(head)] = np.frombuffer(head, dtype=np.uint8)
         pos += len(head)
+        if isinstance(tensor, Pending):
+            tensor.write(out[pos:pos + tensor.nbytes].reshape(tensor.shape))
+        elif tensor is not None:
+            out[pos:pos + tensor.nbytes] = tensor.reshape(-1).view(np.uint8)
         if tensor is not None:
-            out[pos:pos + tensor.nbytes] = tensor.reshape(-1).view(np.uint8).data
             pos += tensor.nbytes
-    return str(pybase64.b64encode_as_string(out))
+    return str(pybase64.b64encode_as_string(out.data))
 
 
 def _decode_data(data: Any) -> Any:

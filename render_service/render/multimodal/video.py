@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image
 
 from ...errors import InvalidRequest
-from .image import patchify, resize, smart_resize
+from .image import load_error, patchify, resize, smart_resize, too_many_pixels
 from .registry import VisionArch
 
 
@@ -81,21 +81,21 @@ def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict
             if stream is None:
                 raise InvalidRequest("Failed to load video: no video stream")
             if (stream.width or 0) * (stream.height or 0) > max_pixels:
-                raise InvalidRequest(
-                    f"Failed to load video: {stream.width}x{stream.height} frames exceed "
-                    f"the limit of {max_pixels} pixels (--max-image-pixels)"
-                )
+                raise too_many_pixels(stream.width or 0, stream.height or 0, max_pixels, "Video frame")
             fps_src = float(stream.average_rate) if stream.average_rate else 0.0
-            frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]  # type: ignore[union-attr,call-arg]
+            # Every frame is decoded (the count decides the sampling); only the sampled ones
+            # are converted to RGB.
+            frames = list(container.decode(stream))
+            if not frames:
+                raise InvalidRequest("Failed to load video: no frames")
+            fps = float(io_kwargs.get("fps", arch.video_fps))
+            indices = sample_indices(arch, len(frames), fps_src, fps)
+            rgb = np.stack([frames[i].to_ndarray(format="rgb24") for i in indices])  # type: ignore[union-attr,call-arg]
     except InvalidRequest:
         raise
     except Exception as exc:
-        raise InvalidRequest(f"Failed to load video: {exc}") from None
-    if not frames:
-        raise InvalidRequest("Failed to load video: no frames")
-    fps = float(io_kwargs.get("fps", arch.video_fps))
-    indices = sample_indices(arch, len(frames), fps_src, fps)
-    return DecodedVideo(np.stack([frames[i] for i in indices]), len(frames), fps_src, indices)
+        raise load_error(exc, "video") from None
+    return DecodedVideo(rgb, len(frames), fps_src, indices)
 
 
 def hash_metadata(video: DecodedVideo) -> dict[str, Any]:
