@@ -19,6 +19,8 @@ import openai
 import pytest
 from conftest import model_dir
 from derender_helpers import QWEN3, bundle
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from render_service.serving.gateway.engines import EngineRejected, Engines, EngineUnavailable
 from render_service.settings import Settings
@@ -193,3 +195,59 @@ def test_stream_timeout_before_the_first_chunk_is_a_504(gateway, engine, sdk):
     assert wait_until(app, lambda: rid in app.state.aborts and rid not in app.state.active)
     assert _aborts(gateway, "timeout") == timeouts + 1
     assert _aborts(gateway, "client_disconnect") == gone
+
+
+def _joined(chunks):
+    """Per choice: content, reasoning, {tool index: [name, arguments]}, finish reason."""
+    out: dict[int, list] = {}
+    for chunk in chunks:
+        for c in chunk["choices"]:
+            o = out.setdefault(c["index"], ["", "", {}, None])
+            d = c["delta"]
+            o[0] += d.get("content") or ""
+            o[1] += d.get("reasoning") or ""
+            for t in d.get("tool_calls") or ():
+                call = o[2].setdefault(t["index"], [None, ""])
+                call[0] = call[0] or t["function"].get("name")
+                call[1] += t["function"].get("arguments") or ""
+            o[3] = c["finish_reason"] or o[3]
+    return out
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=30), st.integers(1, 4))
+def test_events_merged_per_read_derender_as_one_by_one(reads, size):
+    """The events of one network read are merged per choice (as vLLM's output collector merges
+    what a consumer has not taken): at any split into reads and any engine chunk size, two
+    choices interleaved, the client gets the same text, reasoning, tool calls and finish."""
+    from render_service.derender.chat import open_chat_stream
+    from render_service.serving.gateway.hops import engine_events
+    from render_service.testing.engine import _choice, _event
+
+    b = bundle(QWEN3)
+    hermes = Settings(model=model_dir(QWEN3), reasoning_parser="qwen3", tool_call_parser="hermes",
+                      enable_auto_tool_choice=True)
+    text = ("<think>\nhm 日本\n</think>\n\nOk <tool_call>\n"
+            '{"name": "f", "arguments": {"a": 1}}\n</tool_call><|im_end|>')
+    ids = b.tokenizer.encode(text, add_special_tokens=False)
+    events = []
+    for pos in range(0, len(ids), size):
+        for index in (0, 1):
+            finish = "stop" if pos + size >= len(ids) else None
+            events.append(_event("r", _choice(index, ids[pos : pos + size], finish, None))[6:-2])
+    tool = {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}
+    request = {"messages": [{"role": "user", "content": "x"}], "n": 2,
+               "tools": [{"type": "function", "function": tool}]}
+
+    def run(batches):
+        live = open_chat_stream(b, hermes, request, [1, 2], "chatcmpl-m")
+        return _joined([live.step(e)[0] for batch in batches for e in engine_events(batch)])
+
+    one_by_one = run([[e] for e in events])
+    cuts, batches, at = list(reads), [], 0
+    while at < len(events):
+        step = cuts.pop(0) if cuts else len(events)
+        batches.append(events[at : at + step])
+        at += step
+    assert run(batches) == one_by_one
+    assert one_by_one[0] == one_by_one[1] == ["\n\nOk ", "\nhm 日本\n", {0: ["f", '{"a": 1}']}, "tool_calls"]

@@ -203,6 +203,22 @@ def parse_event(event: dict[str, Any]) -> GenerateTokensStreamResponse:
         raise EngineUnavailable(f"engine sent an invalid stream event: {exc.errors()[:1]}") from None
 
 
+def engine_events(batch: list[bytes]) -> list[GenerateTokensStreamResponse]:
+    """The validated engine events of one network read (:func:`merge_events`); one payload alone,
+    the common case of a gateway that keeps up with its engine, is validated straight from its
+    bytes (pydantic's JSON parser: no intermediate dict).
+
+    Raises:
+        EngineUnavailable: an error event or an event not in the upstream stream shape.
+    """
+    if len(batch) == 1 and not batch[0].startswith(b'{"error"'):
+        try:
+            return [GenerateTokensStreamResponse.model_validate_json(batch[0])]
+        except ValidationError:
+            pass  # not the shape: say why as the merged path does
+    return [parse_event(raw) for raw in merge_events(batch)]
+
+
 def has_stop_strings(body: dict[str, Any]) -> bool:
     """Whether a client request names stop strings (``stop``; Anthropic ``stop_sequences``)."""
     return bool(body.get("stop") or body.get("stop_sequences"))
@@ -246,12 +262,11 @@ async def collect(engines: Engines, leg: Leg, body: dict[str, Any], where: list[
     usage: dict[str, Any] | None = None
     try:
         async for batch in stream.events():
-            for raw in merge_events(batch):
-                event = parse_event(raw)
+            for event in engine_events(batch):
                 if event.request_id:
                     leg.engine_ids.add(event.request_id)
                 if event.usage is not None:
-                    usage = raw["usage"]
+                    usage = event.usage.model_dump()
                 if not event.choices:
                     continue
                 got = event.choices[0]
@@ -261,7 +276,7 @@ async def collect(engines: Engines, leg: Leg, body: dict[str, Any], where: list[
                 c["finish_reason"], c["stop_reason"] = got.finish_reason, got.stop_reason
                 if got.logprobs is not None:
                     c["logprobs"] = {"content": (c["logprobs"] or {"content": []})["content"]
-                                     + raw["choices"][0]["logprobs"]["content"]}
+                                     + got.logprobs.model_dump()["content"]}
                 _, stop = live.step(event)
                 if stop and live.finished(leg.n) and not stream.ended:
                     leg.stopped = True
@@ -468,8 +483,8 @@ class GatewayStream:
         """The SSE bytes of one network read of a leg's engine stream (its events merged per
         choice, one derender step each); sets ``leg.stopped`` (and aborts) at a stop string."""
         out: list[bytes] = []
-        for raw in merge_events(batch):
-            chunk = self._step(leg, parse_event(raw))
+        for event in engine_events(batch):
+            chunk = self._step(leg, event)
             if chunk is None:
                 continue
             if chunk["choices"]:
