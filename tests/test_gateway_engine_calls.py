@@ -251,3 +251,22 @@ def test_events_merged_per_read_derender_as_one_by_one(reads, size):
         at += step
     assert run(batches) == one_by_one
     assert one_by_one[0] == one_by_one[1] == ["\n\nOk ", "\nhm 日本\n", {0: ["f", '{"a": 1}']}, "tool_calls"]
+
+
+def test_client_gone_before_the_first_chunk_aborts_as_a_disconnect(gateway, engine):
+    """The client goes away while the gateway still waits for the engine's first chunk (no
+    response started): the engine request is aborted at once, counted as ``client_disconnect``."""
+    import socket
+
+    _, app, _ = engine
+    gone, timeouts = _aborts(gateway, "client_disconnect"), _aborts(gateway, "timeout")
+    payload = b'{"messages": [{"role": "user", "content": "silent"}], "stream": true}'
+    host, port = httpx.URL(str(gateway.base_url)).host, httpx.URL(str(gateway.base_url)).port
+    rid = "generate-tokens-chatcmpl-silent-gone-1"
+    with socket.create_connection((host, port)) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"X-Request-Id: silent-gone-1\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
+        assert wait_until(app, lambda: rid in app.state.request_ids)  # the engine holds it, silent
+    assert wait_until(app, lambda: rid in app.state.aborts and rid not in app.state.active)
+    assert _aborts(gateway, "client_disconnect") == gone + 1
+    assert _aborts(gateway, "timeout") == timeouts

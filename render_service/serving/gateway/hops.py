@@ -10,7 +10,10 @@
   a time through a :class:`~render_service.derender.flow.LiveStream` held for the stream's life.
 
 A stop string that ends every choice of a leg, or a client that goes away, stops the reading of
-that engine stream and sends the engine an abort for it (``/inference/v1/abort_requests``).
+that engine stream and sends the engine an abort for it (``/inference/v1/abort_requests``). A
+JSON request with stop strings is decoded as a stream too (:func:`collect`) for that reason.
+The events of one network read are merged per choice before their derender step
+(:func:`merge_events`).
 """
 
 from __future__ import annotations
