@@ -4,7 +4,9 @@ against one batch derender of the same output and against the per-chunk HTTP der
 A scripted engine (``python -m render_service.testing.engine``, one token id per SSE event, no
 delay) answers the stream benchmark's output (long reasoning, then a hermes tool call); the gateway
 is ``python -m render_service serve MODEL --engine-url ...`` with the qwen3/hermes parsers. CPU is
-the gateway process's own (``/proc``), so the client's and the engine's work is not counted.
+the gateway process's own (``/proc/PID/task/*/schedstat``, nanoseconds: a stream costs a few
+tenths of a second, which 10 ms ticks would round by several per cent), so the client's and the
+engine's work is not counted.
 
 Rows (per output token):
 
@@ -70,9 +72,9 @@ def gateway(res: Results, ctx: Any) -> None:
         runs = 3 if quick else 10
         per_token = []
         for _ in range(runs):
-            cpu0 = light.proc_cpu_s(pids)
+            cpu0 = light.proc_cpu_ns_s(pids)
             tokens = _stream_tokens(server.url, body)
-            per_token.append((light.proc_cpu_s(pids) - cpu0) / tokens * 1e3)
+            per_token.append((light.proc_cpu_ns_s(pids) - cpu0) / tokens * 1e3)
         stream_ms = statistics.median(per_token)
         res.add("gateway", "server CPU per streamed token, gateway (1 token/event)", stream_ms,
                 note=f"{len(ids)} tokens per stream, median of {runs} streams")
@@ -84,14 +86,14 @@ def gateway(res: Results, ctx: Any) -> None:
         batch_ms = cpu_ms(lambda: derender_chat(ctx.bundle, ctx.settings, batch), ctx.repeat) / len(ids)
         res.add("gateway", "CPU per token, one batch derender (in-process)", batch_ms)
         res.add("gateway", "gateway stream / one batch derender, per token", stream_ms / batch_ms, "x",
-                TARGET_VS_BATCH, note="fixed cost per engine event (read, step, SSE write), 1 token/event")
+                TARGET_VS_BATCH, note="fixed cost per engine event (socket read, step, socket write)")
 
         json_body = {**request, "stream": False, "max_tokens": 8000}
-        cpu0 = light.proc_cpu_s(pids)
+        cpu0 = light.proc_cpu_ns_s(pids)
         for _ in range(runs):
             r = httpx.post(server.url + "/v1/chat/completions", json=json_body, timeout=120)
             r.raise_for_status()
-        json_ms = (light.proc_cpu_s(pids) - cpu0) / (runs * len(ids)) * 1e3
+        json_ms = (light.proc_cpu_ns_s(pids) - cpu0) / (runs * len(ids)) * 1e3
         res.add("gateway", "server CPU per token, gateway JSON request (same output)", json_ms)
         res.add("gateway", "gateway stream / gateway JSON, per token", stream_ms / json_ms, "x")
 

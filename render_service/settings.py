@@ -91,6 +91,9 @@ class Settings:
             events) before a 504 (``--engine-timeout``).
         engine_connect_timeout: seconds to connect to an engine (``--engine-connect-timeout``).
         engine_max_connections: kept-alive connections of the engine client (``--engine-max-connections``).
+        engine_api_key: sent to every engine as ``Authorization: Bearer <key>`` (generate and
+            abort calls), for engines started with vLLM's ``--api-key`` (``--engine-api-key``, env
+            ``RENDER_SERVICE_ENGINE_API_KEY``); distinct from ``api_keys``, which guard this server.
 
     Multimodal (vision-language models; README "Multimodal render"):
         limit_mm_per_prompt: items per modality per prompt (``--limit-mm-per-prompt``; unnamed
@@ -169,6 +172,7 @@ class Settings:
     engine_timeout: float = 600.0
     engine_connect_timeout: float = 5.0
     engine_max_connections: int = 1024
+    engine_api_key: str | None = None
     limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)
     mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
     trust_request_mm_kwargs: bool = False

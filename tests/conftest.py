@@ -80,6 +80,9 @@ NOT_BUNDLE_FIELDS = frozenset({
     "max_messages", "max_tools", "max_n", "max_stream_state_bytes", "api_keys",
     "stream_state_keys", "allow_unsigned_stream_state", "shutdown_delay", "log_format",
     "timeout_keep_alive",
+    # gateway mode: the engine client, not the model
+    "engine_urls", "prefill_urls", "engine_timeout", "engine_connect_timeout", "engine_max_connections",
+    "engine_api_key",
 })
 _BUNDLES: dict[str, ModelBundle] = {}
 MAX_BUNDLES = 12

@@ -27,7 +27,7 @@ from render_service.serving.gateway.engines import (
 )
 from render_service.serving.gateway.hops import prefill_body
 from render_service.settings import Settings
-from render_service.testing.engine import create_engine_app, serve_in_thread
+from render_service.testing.engine import create_engine_app, serve_in_thread, wait_until
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather",
@@ -41,6 +41,9 @@ TEXT = "<think>\nShort.\n</think>\n\nVoilà: 日本語 👩‍👩‍👧 and th
 LONG = "<think>\nok\n</think>\n\nCounting: " + " ".join(str(i) for i in range(40)) + " STOP " + \
     " ".join(str(i) for i in range(400)) + "<|im_end|>"
 WEATHER = [{"role": "user", "content": "What is the weather in Tokyo and Zürich?"}]
+HOLD = 128
+"""Ids of LONG after which the engine holds a "count" stream until it is aborted or dropped: past
+the stop string (120 ids), so a stop test never races the engine to the end of its output."""
 
 
 def _script(tok):
@@ -65,8 +68,11 @@ def engines():
             return 0.0
         return 0.01 if request.get("stream") else 1.0
 
+    def hold(request):
+        return HOLD if "count" in tok.decode(request["token_ids"][-30:]) else None
+
     p_app = create_engine_app(_script(tok), role="prefill")
-    d_app = create_engine_app(_script(tok), role="decode", chunk_size=2, delay=delay)
+    d_app = create_engine_app(_script(tok), role="decode", chunk_size=2, delay=delay, hold=hold)
     (p_url, p_stop), (d_url, d_stop) = serve_in_thread(p_app), serve_in_thread(d_app)
     yield {"prefill": (p_url, p_app), "decode": (d_url, d_app)}
     p_stop()
@@ -176,7 +182,7 @@ def test_n2_and_reasoning_stream(sdk):
     assert [c.message.content for c in got.choices] == [out[0]["content"]] * 2
 
 
-def _wait_for(predicate, seconds=10.0):
+def _wait_for(predicate, seconds=60.0):
     deadline = time.monotonic() + seconds
     while not predicate():
         if time.monotonic() > deadline:
@@ -196,8 +202,8 @@ def test_stop_string_aborts_the_engine_request(sdk, engines):
     assert out["finish"] == "stop"
     assert chunks[-1]["choices"][0]["stop_reason"] == "STOP"
     rid = "generate-tokens-chatcmpl-stop-case-1"
-    assert _wait_for(lambda: rid in d_app.state.aborts)
-    assert _wait_for(lambda: rid in d_app.state.cancelled)  # the engine stream ended early
+    assert wait_until(d_app, lambda: rid in d_app.state.aborts)
+    assert wait_until(d_app, lambda: rid in d_app.state.cancelled)  # the engine stream ended early
 
 
 def test_client_disconnect_aborts_the_engine_request(gateway, engines):
@@ -210,8 +216,8 @@ def test_client_disconnect_aborts_the_engine_request(gateway, engines):
             lines = r.iter_lines()
             assert next(line for line in lines if line.startswith("data: "))
     rid = "generate-tokens-chatcmpl-gone-1"
-    assert _wait_for(lambda: rid in d_app.state.aborts)
-    assert _wait_for(lambda: rid not in d_app.state.active)
+    assert wait_until(d_app, lambda: rid in d_app.state.aborts)
+    assert wait_until(d_app, lambda: rid not in d_app.state.active)
 
 
 def test_request_id_reaches_both_engines(sdk, engines):
@@ -313,7 +319,7 @@ def test_short_load_run(gateway, engines):
     assert summary["errors"] == 0, summary
     assert summary["streams"] > 0 and summary["disconnects"] > 0
     assert len(report.disconnect_freed_ms) == report.disconnects  # each dropped stream was aborted
-    assert _wait_for(lambda: not d_app.state.active)
+    assert wait_until(d_app, lambda: not d_app.state.active)
     assert _wait_for(lambda: streams_open(str(gateway.base_url)) == 0)
 
 

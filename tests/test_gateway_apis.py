@@ -15,10 +15,11 @@ import openai
 import pytest
 from anthropic.types import Message
 from openai.types.responses import Response
-from test_gateway import TOOLS, _wait_for, engines, gateway  # noqa: F401 (fixtures)
+from test_gateway import TOOLS, engines, gateway  # noqa: F401 (fixtures)
 
 from render_service.errors import error_body
 from render_service.serving.gateway.hops import named_error, prefill_body
+from render_service.testing.engine import wait_until
 
 MODEL = "Qwen/Qwen3-0.6B"
 WEATHER = [{"role": "user", "content": "What is the weather in Tokyo and Zürich?"}]
@@ -105,8 +106,8 @@ def test_messages_stop_sequence_aborts_the_engine_request(claude, engines):  # n
         final = stream.get_final_message()
     assert final.stop_reason == "stop_sequence" and final.stop_sequence == "STOP"
     assert final.content[-1].text.endswith(" 39 ")
-    assert _wait_for(lambda: any("msg-stop-1" in rid for rid in d_app.state.aborts))
-    assert _wait_for(lambda: any("msg-stop-1" in rid for rid in d_app.state.cancelled))
+    assert wait_until(d_app, lambda: any("msg-stop-1" in rid for rid in d_app.state.aborts))
+    assert wait_until(d_app, lambda: any("msg-stop-1" in rid for rid in d_app.state.cancelled))
 
 
 def test_messages_errors(gateway, claude):  # noqa: F811
@@ -160,7 +161,7 @@ def test_responses_stop_aborts_and_errors(sdk, engines):  # noqa: F811
                                        extra_headers={"X-Request-Id": "resp-stop-1"}))
     final = events[-1].response
     assert final.status == "completed" and final.output_text.endswith(" 39 ")
-    assert _wait_for(lambda: any("resp-stop-1" in rid for rid in d_app.state.aborts))
+    assert wait_until(d_app, lambda: any("resp-stop-1" in rid for rid in d_app.state.aborts))
     with pytest.raises(openai.BadRequestError):
         sdk.responses.create(model=MODEL, input="hi", previous_response_id="resp_x")
     with pytest.raises(openai.BadRequestError):
@@ -286,5 +287,5 @@ def test_client_disconnect_aborts_the_engine_request(gateway, engines, path):  #
         with client.stream("POST", path, json=body, headers={"X-Request-Id": tag}) as r:
             assert r.status_code == 200
             assert next(line for line in r.iter_lines() if line.startswith("event: "))
-    assert _wait_for(lambda: any(tag in rid for rid in d_app.state.aborts))
-    assert _wait_for(lambda: not any(tag in rid for rid in d_app.state.active))
+    assert wait_until(d_app, lambda: any(tag in rid for rid in d_app.state.aborts))
+    assert wait_until(d_app, lambda: not any(tag in rid for rid in d_app.state.active))

@@ -196,6 +196,7 @@ def _advance_chunk(
     pipe: Pipeline,
     state: StreamState,
     gen: GenerateTokensStreamResponse,
+    in_place: bool = False,
 ) -> tuple[StepOutput | None, StreamState]:
     if len(gen.choices) > 1:
         raise InvalidRequest(
@@ -220,6 +221,7 @@ def _advance_chunk(
         stop_reason=choice.stop_reason,
         choice_index=choice.index,
         logprob_content=choice.logprobs.content if choice.logprobs else None,
+        in_place=in_place,
     )
     new.ci = choice.index
     return out, new
@@ -386,8 +388,12 @@ class LiveStream:
             InvalidRequest: more than one choice in the event, token lists over ``max_model_len``.
         """
         index = event.choices[0].index if event.choices else None
-        state = self.start if index is None else self.states.get(index, self.start)
-        out, state = _advance_chunk(self.bundle, self.settings, self.pipe, state, event)
+        state = self.states.get(index) if index is not None else None
+        if state is None:  # a choice's first event starts from a copy of the start (never mutated)
+            state = self.start
+            out, state = _advance_chunk(self.bundle, self.settings, self.pipe, state, event)
+        else:  # its own state: advanced in place, no copy per event
+            out, state = _advance_chunk(self.bundle, self.settings, self.pipe, state, event, in_place=True)
         choices = [] if out is None else [self.shape(out, event.choices[0], state)]
         if index is not None:
             self.states[index] = state

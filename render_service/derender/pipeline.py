@@ -218,15 +218,20 @@ def advance(
     stop_reason: int | str | None = None,
     logprob_content: Sequence[Any] | None = None,
     choice_index: int = 0,
+    in_place: bool = False,
 ) -> tuple[StepOutput, StreamState]:
     """One pipeline step for one choice. ``final``: this is the last step (flush everything).
 
     After a stop string matched (``stop_generation``), the state is ``done`` and later steps
-    produce nothing. Returns the step's output and the next state (the input is not mutated).
+    produce nothing. Returns the step's output and the next state (the input is not mutated,
+    unless ``in_place``: then the next state *is* ``state``, advanced, which saves a deep copy
+    per step for an owner that never looks back, e.g. the gateway's in-memory stream).
     """
-    # The parser updates its state dict in place: give this step its own copy.
-    fresh = None if state.parser is None else orjson.loads(orjson.dumps(state.parser))
-    st = state.model_copy(update={"parser": fresh})
+    if in_place:
+        st = state
+    else:  # the parser updates its state dict in place: give this step its own copy
+        fresh = None if state.parser is None else orjson.loads(orjson.dumps(state.parser))
+        st = state.model_copy(update={"parser": fresh})
     out = StepOutput()
     if st.done:
         return out, st

@@ -205,6 +205,8 @@ def add_gateway_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--engine-connect-timeout", type=float, default=d.engine_connect_timeout)
     serve.add_argument("--engine-max-connections", type=int, default=d.engine_max_connections,
                        help="kept-alive connections in the engine client pool")
+    serve.add_argument("--engine-api-key", default=None,
+                       help="bearer key the engines require (their --api-key); not this server's --api-key")
 
 
 def add_multimodal_flags(serve: argparse.ArgumentParser) -> None:
@@ -349,6 +351,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         engine_timeout=args.engine_timeout,
         engine_connect_timeout=args.engine_connect_timeout,
         engine_max_connections=args.engine_max_connections,
+        engine_api_key=args.engine_api_key,
         **multimodal_settings(args),  # type: ignore[arg-type]
         **vllm_compat_settings(args),  # type: ignore[arg-type]
     )

@@ -15,7 +15,11 @@ Choice ``i`` gets script entry ``i % len(script)``. Output is cut at ``sampling_
 (``finish_reason: "length"``), else ``"stop"``. ``chunk_size`` ids go into each SSE event, after
 ``delay`` seconds. ``role`` makes it a prefiller or a decoder of a P/D pair (the decoder checks it
 got the prefiller's ``kv_transfer_params`` for the same ``token_ids``); aborts
-(``/inference/v1/abort_requests``) are recorded and end the named streams. From the shell:
+(``/inference/v1/abort_requests``) are recorded and end the named streams. ``hold`` makes a
+stream stop after that many ids of a choice until it is aborted or its client goes away (a test
+then cannot race the engine to the end); ``api_key`` makes it require ``Authorization: Bearer``
+as vLLM's ``--api-key`` does (401 ``{"error": "Unauthorized"}``). Tests wait on the recorded
+facts with :func:`wait_until` (a condition, not a sleep). From the shell:
 ``python -m render_service.testing.engine --port P --role prefill|decode`` (:func:`main`).
 With ``sampling_params.logprobs = k`` each position gets made-up logprobs: the sampled id first
 (rank 1), then ``k`` neighbouring ids. Like a ``--tokens-only`` engine it rejects ``stop`` strings
@@ -32,6 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import suppress
 from typing import Any
 
 import orjson
@@ -88,9 +93,13 @@ async def _events(
     k: int | None,
     usage: dict[str, Any] | None,
     delay: float,
+    hold: int | None = None,
+    hold_timeout: float = 60.0,
 ) -> AsyncIterator[bytes]:
     pos = [0] * len(outs)
-    app.state.active.add(rid)
+    with app.state.changed:
+        app.state.active.add(rid)
+    aborted = app.state.abort_events.setdefault(rid, asyncio.Event())
     completed = False
     try:
         while any(p < len(o) for p, o in zip(pos, outs, strict=True)):
@@ -99,12 +108,15 @@ async def _events(
                     continue
                 if delay:
                     await asyncio.sleep(delay)
+                if hold is not None and pos[i] >= hold and rid not in app.state.abort_pending:
+                    with suppress(TimeoutError):  # held until aborted or the client goes away
+                        await asyncio.wait_for(aborted.wait(), hold_timeout)
+                    hold = None
                 if rid in app.state.abort_pending:  # as vLLM: a finish-only chunk, then the end
                     app.state.abort_pending.discard(rid)
                     for j in range(len(outs)):
                         yield _event(rid, _choice(j, [], "abort", None))
                     yield b"data: [DONE]\n\n"
-                    completed = True
                     return
                 piece, pos[i] = out[pos[i] : pos[i] + size], pos[i] + size
                 finish = finishes[i] if pos[i] >= len(out) else None
@@ -114,15 +126,32 @@ async def _events(
         yield b"data: [DONE]\n\n"
         completed = True
     finally:
-        app.state.active.discard(rid)
-        if not completed:
-            app.state.cancelled.append(rid)
+        app.state.abort_events.pop(rid, None)
+        with app.state.changed:
+            app.state.active.discard(rid)
+            if not completed:  # aborted, or the client went away
+                app.state.cancelled.append(rid)
+            app.state.changed.notify_all()
 
 
 def _event(rid: str, choice: dict[str, Any] | None, usage: dict[str, Any] | None = None) -> bytes:
     event = {"request_id": rid, "usage": usage, "output_mode": "tokens",
              "choices": [] if choice is None else [choice]}
     return b"data: " + orjson.dumps(event) + b"\n\n"
+
+
+def wait_until(app: Any, predicate: Callable[[], bool], timeout: float = 60.0) -> bool:
+    """Block (a test thread) until ``predicate()`` over ``app.state`` holds; it is re-checked
+    whenever the engine records a request, an abort or a stream's end. ``False`` after
+    ``timeout`` seconds (generous: a bound for a broken gateway, not a pace)."""
+    with app.state.changed:
+        return app.state.changed.wait_for(predicate, timeout)
+
+
+def _record(app: Any, name: str, values: Sequence[Any]) -> None:
+    with app.state.changed:
+        getattr(app.state, name).extend(values)
+        app.state.changed.notify_all()
 
 
 def kv_blocks(token_ids: Sequence[int]) -> list[int]:
@@ -164,6 +193,8 @@ def create_engine_app(
     role: str = "both",
     delay: float | Callable[[dict[str, Any]], float] = 0.0,
     engine_id: str | None = None,
+    hold: int | Callable[[dict[str, Any]], int | None] | None = None,
+    api_key: str | None = None,
 ) -> FastAPI:
     """The engine app. ``tokenizer`` is needed only when the script holds texts.
 
@@ -171,7 +202,9 @@ def create_engine_app(
     ``kv_transfer_params`` for a remote decode) or ``"decode"`` (accepts only calls carrying a
     prefiller's ``kv_transfer_params`` made for the same ``token_ids``; else 400). ``delay``:
     seconds before each SSE event and before a JSON answer (a number, or a function of the request
-    body). Recorded on ``app.state``: ``requests`` (bodies),
+    body). ``hold``: ids of a choice after which its stream waits for an abort or the client's
+    going away (at most 60 s; a number or a function of the request body). ``api_key``: the
+    bearer key every ``/inference/*`` call must carry. Recorded on ``app.state``: ``requests`` (bodies),
     ``request_ids`` (engine ids), ``aborts`` (ids sent to the abort endpoint), ``cancelled`` (ids
     whose stream ended before its end: aborted or the client went away).
     """
@@ -182,12 +215,27 @@ def create_engine_app(
     app.state.cancelled = []
     app.state.active = set()
     app.state.abort_pending = set()
+    app.state.abort_events = {}
+    app.state.changed = threading.Condition()
+    app.state.unauthorized = 0
     engine_id = engine_id or f"scripted-{role}-{uuid.uuid4().hex[:8]}"
+
+    def refused(request: Request) -> Response | None:
+        """vLLM ``--api-key``: ``/inference/*`` needs the bearer key (legacy ``/abort_requests`` not)."""
+        if api_key is None or not request.url.path.startswith("/inference"):
+            return None
+        if request.headers.get("authorization") == f"Bearer {api_key}":
+            return None
+        app.state.unauthorized += 1
+        body = orjson.dumps({"error": "Unauthorized"})
+        return Response(body, status_code=401, media_type="application/json")
 
     @app.post("/inference/v1/generate")
     async def generate(request: Request) -> Response:
+        if (denied := refused(request)) is not None:
+            return denied
         body = orjson.loads(await request.body())
-        app.state.requests.append(body)
+        _record(app, "requests", [body])
         params = body.get("sampling_params") or {}
         if params.get("stop"):
             return _bad(STOP_REFUSED)
@@ -195,7 +243,7 @@ def create_engine_app(
         if refusal:
             return _bad(refusal)
         rid = "generate-tokens-" + (request.headers.get("x-request-id") or str(body.get("request_id", "")))
-        app.state.request_ids.append(rid)
+        _record(app, "request_ids", [rid])
         outs = _outputs(script, body, tokenizer, int(params.get("n") or 1))
         limit = params.get("max_tokens")
         finishes = ["length" if limit is not None and len(o) > limit else "stop" for o in outs]
@@ -205,7 +253,9 @@ def create_engine_app(
         wait = delay(body) if callable(delay) else delay
         if body.get("stream"):
             want_usage = (body.get("stream_options") or {}).get("include_usage")
-            events = _events(app, rid, outs, finishes, chunk_size, k, usage if want_usage else None, wait)
+            held = hold(body) if callable(hold) else hold
+            events = _events(app, rid, outs, finishes, chunk_size, k, usage if want_usage else None, wait,
+                             held)
             return StreamingResponse(events, media_type="text/event-stream")
         if wait:
             await asyncio.sleep(wait)
@@ -231,6 +281,8 @@ def create_engine_app(
         return Response(orjson.dumps(result), media_type="application/json")
 
     async def abort_requests(request: Request) -> Response:
+        if (denied := refused(request)) is not None:
+            return denied
         try:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError as exc:
@@ -238,8 +290,11 @@ def create_engine_app(
         ids = body.get("request_ids") if isinstance(body, dict) else None
         if ids is None:
             return _bad("Missing 'request_ids' in request body")
-        app.state.aborts.extend(ids)
         app.state.abort_pending.update(i for i in ids if i in app.state.active)
+        for i in ids:
+            if i in app.state.abort_events:
+                app.state.abort_events[i].set()
+        _record(app, "aborts", ids)
         return Response(status_code=200)
 
     @app.get("/scripted/stats")

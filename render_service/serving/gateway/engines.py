@@ -8,8 +8,15 @@ Errors, as an OpenAI client sees them (upstream error body):
 
 * engine unreachable (every URL of the pool refused) → :class:`EngineUnavailable`, 502;
 * engine silent longer than ``--engine-timeout`` → :class:`EngineTimeout`, 504;
-* engine 4xx → :class:`EngineRejected`, 400 with the engine's own message;
+* engine 400, 413 or 422 (the engine refused what the client asked: prompt too long, bad
+  sampling values...) → :class:`EngineRejected`, 400 with the engine's own message;
+* any other engine 4xx (401/403: wrong ``--engine-api-key``; 404/405: a URL that is no
+  tokens-only engine; 408, 409, 429...) is the deployment's fault, not the client's →
+  :class:`EngineUnavailable`, 502 naming the engine, its status and its message;
 * engine 5xx or an unreadable answer → :class:`EngineUnavailable`, 502 with its message.
+
+With ``--engine-api-key`` every call (generate and abort) carries ``Authorization: Bearer <key>``,
+as a vLLM engine started with ``--api-key`` requires on ``/inference/*``.
 
 Engine routes (upstream-render-api.md §1, §4): ``POST {url}/inference/v1/generate``,
 ``POST {url}/inference/v1/abort_requests`` with ``{"request_ids": [...]}``. The engine names
@@ -38,6 +45,8 @@ logger = logging.getLogger(__name__)
 GENERATE = "/inference/v1/generate"
 ABORT = "/inference/v1/abort_requests"
 ENGINE_ID_PREFIX = "generate-tokens-"
+CLIENT_ERRORS = frozenset({400, 413, 422})
+"""Engine statuses caused by the client's own request: passed on as 400 with the engine's message."""
 
 
 class EngineUnavailable(RenderServiceError):
@@ -173,6 +182,9 @@ class Engines:
                                 pool=settings.engine_timeout)
         self.client = httpx.AsyncClient(limits=limits, timeout=timeout)
         self.max_connections = settings.engine_max_connections
+        self.headers = {"content-type": "application/json"}
+        if settings.engine_api_key:
+            self.headers["authorization"] = f"Bearer {settings.engine_api_key}"
         self._background: set[asyncio.Task[None]] = set()
 
     async def aclose(self) -> None:
@@ -184,7 +196,7 @@ class Engines:
     async def _send(self, pool: EnginePool, body: dict[str, Any], request_id: str,
                     stream: bool, where: list[str] | None = None) -> tuple[str, httpx.Response]:
         content = orjson.dumps(body)
-        headers = {"content-type": "application/json", "x-request-id": request_id}
+        headers = {**self.headers, "x-request-id": request_id}
         last: Exception | None = None
         for url in pool.order():
             pool.enter(url)
@@ -210,7 +222,7 @@ class Engines:
                 await response.aclose()
                 pool.leave(url)
                 message = _message(response, raw)
-                if response.status_code < 500:
+                if response.status_code in CLIENT_ERRORS:
                     metrics.ENGINE_ERRORS.labels(pool.name, "rejected").inc()
                     raise EngineRejected(message)
                 metrics.ENGINE_ERRORS.labels(pool.name, "failed").inc()
@@ -252,10 +264,11 @@ class Engines:
             raise EngineUnavailable(f"engine {url} answered with a non-object")
         return result
 
-    async def open_stream(self, pool: EnginePool, body: dict[str, Any], request_id: str) -> EngineStream:
+    async def open_stream(self, pool: EnginePool, body: dict[str, Any], request_id: str,
+                          where: list[str] | None = None) -> EngineStream:
         """A streaming generate call whose status was 200 (errors raised before any event)."""
         started = time.perf_counter()
-        url, response = await self._send(pool, body, request_id, stream=True)
+        url, response = await self._send(pool, body, request_id, stream=True, where=where)
         return EngineStream(pool, url, response, started)
 
     def abort(self, pool: EnginePool, url: str, engine_ids: list[str], reason: str) -> None:
@@ -268,7 +281,7 @@ class Engines:
     async def _abort(self, pool: EnginePool, url: str, engine_ids: list[str]) -> None:
         try:
             response = await self.client.post(url + ABORT, content=orjson.dumps({"request_ids": engine_ids}),
-                                              headers={"content-type": "application/json"}, timeout=10)
+                                              headers=self.headers, timeout=10)
             if response.status_code >= 400:
                 raise httpx.HTTPStatusError("abort refused", request=response.request, response=response)
         except httpx.HTTPError as exc:
