@@ -212,13 +212,22 @@ def _piecewise_ok(tokenizer: Any) -> bool:
     return True
 
 
+def _fastest(tokenizer: Any, proof_cache: Path | None) -> PieceEncoder | None:
+    """The fastest encoder shown identical to ``tokenizer``: ``fastokens`` when its start-up
+    probes pass (:mod:`.fastokens_encoder`), else the proven tiktoken ``FastEncoder``, else None."""
+    from .fastokens_encoder import build_fastokens_encoder
+
+    found: PieceEncoder | None = build_fastokens_encoder(tokenizer)
+    return found if found is not None else build_fast_encoder(tokenizer, proof_cache)
+
+
 def _upgrade(cached: CachedEncoder, tokenizer: Any, proof_cache: Path | None) -> None:
     """Swap the HF piece encoder of ``cached`` for the proven FastEncoder once it is built.
 
     Both give identical ids for every piece, so entries cached before the swap stay valid.
     """
     try:
-        fast = build_fast_encoder(tokenizer, proof_cache)
+        fast = _fastest(tokenizer, proof_cache)
         if fast is not None:
             cached.encoder = fast
     finally:
@@ -262,7 +271,7 @@ def build_prompt_encoder(
             target=_upgrade, args=(cached, tokenizer, proof_cache), name="fast-tokenizer-build", daemon=True
         ).start()
         return cached
-    fast = build_fast_encoder(tokenizer, proof_cache)
-    cached = CachedEncoder(fast if fast is not None else plain, max_bytes)
+    found = _fastest(tokenizer, proof_cache)
+    cached = CachedEncoder(found if found is not None else plain, max_bytes)
     cached.settled.set()
     return cached
