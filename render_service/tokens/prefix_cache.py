@@ -246,7 +246,8 @@ def build_prompt_encoder(
 ) -> CachedEncoder | PieceEncoder:
     """The encoder the render path should use for templated prompt text.
 
-    Returns a :class:`CachedEncoder` over the proven-identical ``FastEncoder`` when there is one, else
+    Returns a :class:`CachedEncoder` over the fastest encoder shown identical (``fastokens`` after its
+    start-up probes, else the proven tiktoken ``FastEncoder``) when there is one, else
     over the HF tokenizer itself when its added tokens allow piecewise encoding, else a plain
     :class:`HFPieceEncoder` (``encode`` = HF). In every case ``.encode(text)`` equals
     ``tokenizer.encode(text, add_special_tokens=False)``. ``max_bytes <= 0`` disables the cache.
@@ -261,7 +262,7 @@ def build_prompt_encoder(
         tokenizer, dict(tokenizer.get_added_vocab()) if hasattr(tokenizer, "get_added_vocab") else {}
     )
     if max_bytes <= 0:
-        fast = build_fast_encoder(tokenizer, proof_cache)
+        fast = _fastest(tokenizer, proof_cache)
         return fast if fast is not None else plain
     if not _piecewise_ok(tokenizer):
         return plain
