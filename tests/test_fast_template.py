@@ -142,3 +142,34 @@ def test_continue_final_message_through_the_fast_path() -> None:
     kw: dict[str, Any] = {"add_generation_prompt": False, "continue_final_message": True}
     assert chat_template.render(ct, msgs, **kw) == _sandbox(ct, messages=msgs, **kw)
     assert chat_template.render(ct, msgs, **kw).endswith("Hello, I am")
+
+
+def test_concurrent_renders_from_threads_agree_and_finish() -> None:
+    """The worker pool renders from several threads: minijinja's calls back into Python
+    (``tojson``) must neither deadlock with the GIL nor mix outputs."""
+    import sys
+    import threading
+
+    ct = _compiled("Qwen--Qwen3-0.6B")
+    assert ct.fast is not None
+    body = json.loads(shared_path("bench", "chat_9k.json").read_text(encoding="utf-8"))
+    want = _sandbox(ct, messages=body["messages"], tools=body["tools"])
+    bad: list[str] = []
+
+    def work() -> None:
+        for _ in range(10):
+            if chat_template.render(ct, body["messages"], tools=body["tools"]) != want:
+                bad.append("differs")
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often, also inside the filter callbacks
+    try:
+        threads = [threading.Thread(target=work, daemon=True) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(t.is_alive() for t in threads)
+    assert not bad
