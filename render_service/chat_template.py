@@ -34,7 +34,7 @@ import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import TemplateRenderError
-from .fast_template import FastRenderFailed, FastTemplate, prove
+from .fast_template import FastRenderFailed, FastTemplate, compile_fast, prove
 
 CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 """Marker appended to the final message for ``continue_final_message`` (as transformers)."""
@@ -326,9 +326,16 @@ def compile_template(source: str, special_tokens: dict[str, Any] | None = None) 
 def with_fast(ct: CompiledTemplate) -> CompiledTemplate:
     """``ct`` with its minijinja twin when :func:`.fast_template.prove` shows it renders every
     start-up probe as the sandbox does (else ``ct`` unchanged; the reason is logged)."""
-    fast = prove(ct.source, lambda variables: _run_budgeted(ct, variables, 2.0, 8_000_000),
+    fast = prove(fast_twin(ct.source), lambda variables: _run_budgeted(ct, variables, 2.0, 8_000_000),
                  ct.special_tokens)
     return dataclasses.replace(ct, fast=fast) if fast is not None else ct
+
+
+def fast_twin(source: str) -> FastTemplate | None:
+    """``source`` compiled by minijinja with this module's HF helpers (``tojson``,
+    ``raise_exception``, ``strftime_now``), unproven; ``None`` when minijinja cannot take it."""
+    return compile_fast(source, {"tojson": _tojson},
+                        {"raise_exception": _raise_exception, "strftime_now": _strftime_now})
 
 
 def _generate(ct: CompiledTemplate, variables: dict[str, Any], max_chars: int) -> str:

@@ -1,9 +1,10 @@
 """A second, faster renderer for a chat template (``minijinja``, Rust), used only where proven.
 
-:func:`prove` compiles the template with ``minijinja`` in its Python-compatibility mode, with the
-same environment options and helpers as :mod:`.chat_template` (``trim_blocks``, ``lstrip_blocks``,
-HF's ``tojson``, ``raise_exception``, ``strftime_now``), then renders every input of
-:func:`probes` with both engines. Only when every probe gives the same text (or both fail) does it
+:func:`compile_fast` compiles the template with ``minijinja`` in its Python-compatibility mode,
+with the same environment options and helpers as :mod:`.chat_template` (``trim_blocks``,
+``lstrip_blocks``, HF's ``tojson``, ``raise_exception``, ``strftime_now``, handed in by
+:func:`.chat_template.fast_twin`); :func:`prove` then renders every input of :func:`probes` with
+both engines. Only when every probe gives the same text (or both fail) does it
 return a :class:`FastTemplate`; otherwise ``None`` and a log line saying why, and the jinja2
 sandbox stays the only renderer.
 
@@ -61,22 +62,22 @@ class FastTemplate:
         return str(text)
 
 
-def compile_fast(source: str) -> FastTemplate | None:
-    """``source`` compiled by minijinja, or ``None`` (minijinja missing, or the template uses
-    something it does not parse, e.g. ``{% generation %}``)."""
+def compile_fast(source: str, filters: dict[str, Any], functions: dict[str, Any]) -> FastTemplate | None:
+    """``source`` compiled by minijinja with the sandbox's ``filters`` and global ``functions``
+    (:func:`.chat_template.fast_twin` passes them), or ``None`` (minijinja missing, or the
+    template uses something it does not parse, e.g. ``{% generation %}``)."""
     try:
         import minijinja
     except ImportError:
         return None
-    from .chat_template import _raise_exception, _strftime_now, _tojson
-
     env = minijinja.Environment(
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, pycompat=True,
         undefined_behavior="lenient", fuel=FUEL,
     )
-    env.add_filter("tojson", _tojson)
-    env.add_global("raise_exception", _raise_exception)
-    env.add_global("strftime_now", _strftime_now)
+    for name, fn in filters.items():
+        env.add_filter(name, fn)
+    for name, fn in functions.items():
+        env.add_global(name, fn)
     try:
         env.add_template("chat", source)
     except Exception:  # noqa: BLE001 - a syntax minijinja lacks: keep jinja2
@@ -84,9 +85,9 @@ def compile_fast(source: str) -> FastTemplate | None:
     return FastTemplate(env)
 
 
-def prove(source: str, reference: Any, special_tokens: dict[str, Any],
+def prove(fast: FastTemplate | None, reference: Any, special_tokens: dict[str, Any],
           inputs: list[dict[str, Any]] | None = None) -> FastTemplate | None:
-    """A :class:`FastTemplate` for ``source`` when it renders every probe exactly as
+    """``fast`` (from :func:`compile_fast`) when it renders every probe exactly as
     ``reference(variables) -> str`` (the jinja2 sandbox) does, else ``None``.
 
     A probe passes when both texts are equal, or the fast renderer raises (at request time the
@@ -94,7 +95,6 @@ def prove(source: str, reference: Any, special_tokens: dict[str, Any],
     another text, or a text where the sandbox raises. ``inputs`` defaults to :func:`probes`;
     each is completed with ``special_tokens`` (``bos_token`` ...).
     """
-    fast = compile_fast(source)
     if fast is None:
         logger.info("chat template: minijinja unavailable or cannot compile it; using the jinja2 sandbox")
         return None

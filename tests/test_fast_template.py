@@ -99,7 +99,7 @@ def test_a_template_minijinja_renders_differently_keeps_the_sandbox(caplog: Any)
     assert ct.fast is None
     assert "differs from the jinja2 sandbox" in caplog.text
     # and the difference is real: the fast renderer, forced, prints 5 for the default 5.0
-    fast = fast_template.compile_fast(ct.source)
+    fast = chat_template.fast_twin(ct.source)
     assert fast is not None
     probe = {**ct.special_tokens, **fast_template.probes()[2]}
     assert fast.render(probe, 8_000_000) != chat_template._run_budgeted(ct, probe, 2.0, 8_000_000)
@@ -113,13 +113,14 @@ def test_prove_rejects_another_text_and_a_text_where_the_sandbox_raises(caplog: 
     def reference(v: dict[str, Any]) -> str:
         return chat_template._run_budgeted(ct, v, 2.0, 1000)
 
-    assert fast_template.prove(source, reference, {}, [{"x": 1.5}, {"x": "a"}]) is not None
-    assert fast_template.prove(source, reference, {}, [{"x": 1.5}, {"x": 5.0}]) is None  # "5" vs "5.0"
+    twin = chat_template.fast_twin(source)
+    assert fast_template.prove(twin, reference, {}, [{"x": 1.5}, {"x": "a"}]) is not None
+    assert fast_template.prove(twin, reference, {}, [{"x": 1.5}, {"x": 5.0}]) is None  # "5" vs "5.0"
 
     def raising(v: dict[str, Any]) -> str:
         raise TemplateRenderError("no")
 
-    assert fast_template.prove(source, raising, {}, [{"x": 1}]) is None
+    assert fast_template.prove(twin, raising, {}, [{"x": 1}]) is None
     assert caplog.text.count("differs from the jinja2 sandbox") == 2
 
 
