@@ -180,6 +180,7 @@ def chunk_rows(res: Any, ctx: Any) -> None:
     from .data import template_text
 
     ours = ctx.server(1)
+    ours.settle()  # the background encoder build must not be counted as chunk CPU
     ours_pids = _tree(ours.proc.pid)
     request = chat_request()
     prompt_ids = ctx.encode(template_text(ctx.bundle.tokenizer, request))

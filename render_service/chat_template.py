@@ -18,6 +18,7 @@ budget is spent (this also stops pure ``for`` loops that call nothing). All fail
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import heapq
 import itertools
 import json
@@ -33,6 +34,7 @@ import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import TemplateRenderError
+from .fast_template import FastRenderFailed, FastTemplate, compile_fast, prove
 
 CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 """Marker appended to the final message for ``continue_final_message`` (as transformers)."""
@@ -289,6 +291,8 @@ class CompiledTemplate:
         special_tokens: ``bos_token``, ``eos_token`` ... (the tokenizer's ``special_tokens_map``).
         supports_developer: the template names the ``"developer"`` role (else developer messages
             are rendered as system messages, as vLLM).
+        fast: the template's minijinja twin when :func:`with_fast` proved it identical on the
+            start-up probes (:mod:`.fast_template`), else ``None`` (the sandbox renders alone).
     """
 
     source: str
@@ -296,6 +300,7 @@ class CompiledTemplate:
     content_format: str
     special_tokens: dict[str, Any]
     supports_developer: bool = False
+    fast: FastTemplate | None = None
 
 
 def compile_template(source: str, special_tokens: dict[str, Any] | None = None) -> CompiledTemplate:
@@ -316,6 +321,21 @@ def compile_template(source: str, special_tokens: dict[str, Any] | None = None) 
         dict(special_tokens or {}),
         '"developer"' in source or "'developer'" in source,
     )
+
+
+def with_fast(ct: CompiledTemplate) -> CompiledTemplate:
+    """``ct`` with its minijinja twin when :func:`.fast_template.prove` shows it renders every
+    start-up probe as the sandbox does (else ``ct`` unchanged; the reason is logged)."""
+    fast = prove(fast_twin(ct.source), lambda variables: _run_budgeted(ct, variables, 2.0, 8_000_000),
+                 ct.special_tokens)
+    return dataclasses.replace(ct, fast=fast) if fast is not None else ct
+
+
+def fast_twin(source: str) -> FastTemplate | None:
+    """``source`` compiled by minijinja with this module's HF helpers (``tojson``,
+    ``raise_exception``, ``strftime_now``), unproven; ``None`` when minijinja cannot take it."""
+    return compile_fast(source, {"tojson": _tojson},
+                        {"raise_exception": _raise_exception, "strftime_now": _strftime_now})
 
 
 def _generate(ct: CompiledTemplate, variables: dict[str, Any], max_chars: int) -> str:
@@ -360,7 +380,14 @@ def render(
     variables.update(
         messages=messages, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt
     )
-    text = _run_budgeted(ct, variables, max_seconds, max_chars)
+    text = None
+    if ct.fast is not None:
+        try:
+            text = ct.fast.render(variables, max_chars)
+        except FastRenderFailed:  # the sandbox answers (its own error, or the text)
+            text = None
+    if text is None:
+        text = _run_budgeted(ct, variables, max_seconds, max_chars)
     if final_text is not None:
         text = _cut_at_tag(text, final_text)
     return text

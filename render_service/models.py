@@ -151,9 +151,9 @@ def load_bundle(settings: Settings, tokenizer: Any = None) -> ModelBundle:
     chat_template = _load_chat_template(settings, tokenizer)
     compiled = None
     if chat_template:
-        from .chat_template import compile_template
+        from .chat_template import compile_template, with_fast
 
-        compiled = compile_template(chat_template, dict(tokenizer.special_tokens_map))
+        compiled = with_fast(compile_template(chat_template, dict(tokenizer.special_tokens_map)))
 
     return ModelBundle(
         names=settings.model_names,

@@ -149,11 +149,12 @@ def test_threads_share_one_cache_safely():
 
 
 def test_build_prompt_encoder_picks_the_fast_cached_path():
-    """For Qwen3 the integration entry point returns a CachedEncoder over the FastEncoder; with the
-    cache disabled it returns the FastEncoder itself; both encode like HF."""
+    """For Qwen3 the integration entry point returns a CachedEncoder over the fastest proven encoder
+    (fastokens, whose start-up probes pass; else the tiktoken FastEncoder); with the cache disabled
+    it returns that encoder itself; both encode like HF."""
     tok = hf_tokenizer(QWEN3)
     enc = build_prompt_encoder(tok)
-    assert isinstance(enc, CachedEncoder) and enc.encoder.__class__.__name__ == "FastEncoder"
+    assert isinstance(enc, CachedEncoder) and enc.encoder.__class__.__name__ == "FastokensEncoder"
     plain = build_prompt_encoder(tok, max_bytes=0)
     text = "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nÅngström 'LL 1234<|im_end|>"
     assert enc.encode(text) == plain.encode(text) == hf_ids(QWEN3, text)
@@ -168,7 +169,7 @@ def test_hf_piece_encoder_cache_matches_hf():
 
 
 def test_background_build_switches_to_fast_without_changing_ids():
-    """background=True returns at once an HF-backed cache, swaps in the FastEncoder when proven, and
+    """background=True returns at once an HF-backed cache, swaps in the fast encoder when proven, and
     gives HF's ids before and after the swap (entries cached before it stay valid)."""
     tok = hf_tokenizer(QWEN3)
     text = "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nÅngström 'LL 1234 你好<|im_end|>\n"
@@ -176,5 +177,5 @@ def test_background_build_switches_to_fast_without_changing_ids():
     assert isinstance(enc, CachedEncoder)
     before = enc.encode(text)
     assert enc.settled.wait(120)
-    assert enc.encoder.__class__.__name__ == "FastEncoder"
+    assert enc.encoder.__class__.__name__ == "FastokensEncoder"
     assert before == enc.encode(text) == enc.encode(text + "more")[: len(before)] == hf_ids(QWEN3, text)

@@ -60,10 +60,13 @@ def generate_request(
     **extra: Any,
 ) -> dict[str, Any]:
     """The ``GenerateRequest`` dict a tokens-only engine accepts (vLLM 0.33 field names): the request's
-    pass-through fields plus ``token_ids``, ``sampling_params`` and endpoint-specific ``extra``."""
-    return GenerateRequest(
+    pass-through fields plus ``token_ids``, ``sampling_params`` and endpoint-specific ``extra``.
+
+    ``token_ids`` (the encoder's ints) skip pydantic: validating and dumping 9k ids cost 0.2 ms
+    per request; the model builds every other key, in its order, and the ids are put in place."""
+    out = GenerateRequest(
         request_id=request_id,
-        token_ids=token_ids,
+        token_ids=[],
         sampling_params=sampling_params,
         model=model,
         return_token_ids=req.return_token_ids,
@@ -75,3 +78,5 @@ def generate_request(
         ec_transfer_params=req.ec_transfer_params,
         **extra,
     ).model_dump()
+    out["token_ids"] = token_ids if type(token_ids) is list else list(token_ids)
+    return out

@@ -279,6 +279,8 @@ def call_counting(handler: Handler, bundle: ModelBundle, settings: Settings, bod
     (see :func:`.metrics.count_tokens`).
     """
     result = handler(bundle, settings, body)
+    if rendering and isinstance(result, dict) and isinstance(result.get("token_ids"), list):
+        return result, len(result["token_ids"])  # a GenerateRequest: its ids are ints we made
     return result, metrics.count_tokens(result if rendering else body)
 
 

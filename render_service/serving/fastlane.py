@@ -112,7 +112,9 @@ class FastLane:
                 return None
             check_body(body, self.limits)
             result = handler(body)
-            return orjson.dumps(result, option=orjson.OPT_NON_STR_KEYS), metrics.count_tokens(body)
+            # is_chunk checked the shape; a non-integer id would have failed the handler
+            tokens = sum(len(c["token_ids"]) for c in body["generate_chunk"]["choices"])
+            return orjson.dumps(result, option=orjson.OPT_NON_STR_KEYS), tokens
         except Exception:  # noqa: BLE001 - the full app answers every failure in its own shape
             return None
 

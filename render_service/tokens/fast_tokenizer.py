@@ -298,13 +298,19 @@ class FastEncoder:
         return self.encoding.encode(text, allowed_special=self._all, disallowed_special=())
 
     def _encode_pieces(self, text: str) -> list[int]:
-        ids: list[int] = []
-        for i, part in enumerate(self.split_added(text)):
-            if i % 2:
-                ids.append(self.added[part])
-            elif part:
-                ids.extend(self.encode_piece(part))
-        return ids
+        return encode_by_pieces(self, text)
+
+
+def encode_by_pieces(encoder: Any, text: str) -> list[int]:
+    """Ids of ``text`` cut at added tokens (``encoder.split_added``) with each piece encoded on
+    its own (``encoder.encode_piece``) and each added token by its id (``encoder.added``)."""
+    ids: list[int] = []
+    for i, part in enumerate(encoder.split_added(text)):
+        if i % 2:
+            ids.append(encoder.added[part])
+        elif part:
+            ids.extend(encoder.encode_piece(part))
+    return ids
 
 
 def tokenizer_json(tokenizer: Any) -> str | None:

@@ -212,13 +212,22 @@ def _piecewise_ok(tokenizer: Any) -> bool:
     return True
 
 
+def _fastest(tokenizer: Any, proof_cache: Path | None) -> PieceEncoder | None:
+    """The fastest encoder shown identical to ``tokenizer``: ``fastokens`` when its start-up
+    probes pass (:mod:`.fastokens_encoder`), else the proven tiktoken ``FastEncoder``, else None."""
+    from .fastokens_encoder import build_fastokens_encoder
+
+    found: PieceEncoder | None = build_fastokens_encoder(tokenizer)
+    return found if found is not None else build_fast_encoder(tokenizer, proof_cache)
+
+
 def _upgrade(cached: CachedEncoder, tokenizer: Any, proof_cache: Path | None) -> None:
     """Swap the HF piece encoder of ``cached`` for the proven FastEncoder once it is built.
 
     Both give identical ids for every piece, so entries cached before the swap stay valid.
     """
     try:
-        fast = build_fast_encoder(tokenizer, proof_cache)
+        fast = _fastest(tokenizer, proof_cache)
         if fast is not None:
             cached.encoder = fast
     finally:
@@ -237,7 +246,8 @@ def build_prompt_encoder(
 ) -> CachedEncoder | PieceEncoder:
     """The encoder the render path should use for templated prompt text.
 
-    Returns a :class:`CachedEncoder` over the proven-identical ``FastEncoder`` when there is one, else
+    Returns a :class:`CachedEncoder` over the fastest encoder shown identical (``fastokens`` after its
+    start-up probes, else the proven tiktoken ``FastEncoder``) when there is one, else
     over the HF tokenizer itself when its added tokens allow piecewise encoding, else a plain
     :class:`HFPieceEncoder` (``encode`` = HF). In every case ``.encode(text)`` equals
     ``tokenizer.encode(text, add_special_tokens=False)``. ``max_bytes <= 0`` disables the cache.
@@ -252,7 +262,7 @@ def build_prompt_encoder(
         tokenizer, dict(tokenizer.get_added_vocab()) if hasattr(tokenizer, "get_added_vocab") else {}
     )
     if max_bytes <= 0:
-        fast = build_fast_encoder(tokenizer, proof_cache)
+        fast = _fastest(tokenizer, proof_cache)
         return fast if fast is not None else plain
     if not _piecewise_ok(tokenizer):
         return plain
@@ -262,7 +272,7 @@ def build_prompt_encoder(
             target=_upgrade, args=(cached, tokenizer, proof_cache), name="fast-tokenizer-build", daemon=True
         ).start()
         return cached
-    fast = build_fast_encoder(tokenizer, proof_cache)
-    cached = CachedEncoder(fast if fast is not None else plain, max_bytes)
+    found = _fastest(tokenizer, proof_cache)
+    cached = CachedEncoder(found if found is not None else plain, max_bytes)
     cached.settled.set()
     return cached
