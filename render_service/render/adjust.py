@@ -114,6 +114,7 @@ _HERMES_TAGS = (
     ('<tool_call>{{"name": "{name}", "arguments": ', "}</tool_call>"),
 )
 STRUCTURAL_TAG_PARSERS = frozenset({"hermes", "qwen3_json"})
+BUILTIN_TAG_PARSERS = frozenset({"llama3_json", "llama4_json", "qwen3_coder"})
 JSON_ARRAY_PARSERS = frozenset({"mistral"})
 
 
@@ -148,38 +149,64 @@ def _tag_content(fn: dict[str, Any], strict_schema: bool) -> dict[str, Any]:
     }
 
 
-def _hermes_tag(tools: list[dict[str, Any]], choice: Any, parallel: bool) -> dict[str, Any] | None:
-    named = choice["function"]["name"] if isinstance(choice, dict) else None
-    chosen = [t["function"] for t in tools if named is None or t["function"]["name"] == named]
-    tags = [
-        {
-            "type": "tag",
-            "begin": begin.format(name=fn["name"]),
-            "content": _tag_content(fn, bool(fn.get("strict"))),
-            "end": end,
-        }
+def _hermes_tags(chosen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"type": "tag", "begin": begin.format(name=fn["name"]),
+         "content": _tag_content(fn, bool(fn.get("strict"))), "end": end}
         for fn in chosen
         for begin, end in _HERMES_TAGS
     ]
-    if choice == "required" or named is not None:
-        fmt: dict[str, Any] = {
-            "type": "tags_with_separator",
-            "tags": tags,
-            "separator": "",
-            "at_least_one": True,
-            "stop_after_first": named is not None or not parallel,
-        }
-    elif choice == "auto" and any(fn.get("strict") for fn in chosen):
-        fmt = {
-            "type": "triggered_tags",
-            "triggers": ["<tool_call>"],
-            "tags": tags,
-            "at_least_one": False,
-            "stop_after_first": not parallel,
-            "excludes": [],
-        }
-    else:
+
+
+def _hermes_format(chosen: list[dict[str, Any]], mode: str, parallel: bool) -> dict[str, Any]:
+    tags = _hermes_tags(chosen)
+    if mode == "auto":
+        return {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": tags,
+                "at_least_one": False, "stop_after_first": not parallel, "excludes": []}
+    return {"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": True,
+            "stop_after_first": mode == "forced" or not parallel}
+
+
+#: xgrammar's builtin formats vLLM 0.33 asks for (``structural_tag_model`` ``llama`` and
+#: ``qwen_3_coder``): ``(trigger, begin with {name}, end, content style)`` of one call.
+_BUILTIN_TAGS = {
+    "llama3_json": ('{"name": ', '{{"name": "{name}", "parameters": ', "}", "json"),
+    "llama4_json": ('{"name": ', '{{"name": "{name}", "parameters": ', "}", "json"),
+    "qwen3_coder": ("<tool_call>\n<function=", "<tool_call>\n<function={name}>\n",
+                    "\n</function>\n</tool_call>", "qwen_xml"),
+}
+_THINK_EXCLUDES = ["<think>", "</think>"]
+
+
+def _builtin_format(
+    parser: str, chosen: list[dict[str, Any]], mode: str, parallel: bool
+) -> dict[str, Any]:
+    trigger, begin, end, style = _BUILTIN_TAGS[parser]
+    tags = [{"type": "tag", "begin": begin.format(name=fn["name"]),
+             "content": {**_tag_content(fn, bool(fn.get("strict"))), "style": style}, "end": end}
+            for fn in chosen]
+    if mode == "forced":
+        return tags[0]
+    return {"type": "triggered_tags", "triggers": [trigger], "tags": tags,
+            "at_least_one": mode == "required", "stop_after_first": not parallel,
+            "excludes": list(_THINK_EXCLUDES)}
+
+
+def _tool_tag(
+    parser: str, tools: list[dict[str, Any]], choice: Any, parallel: bool, has_output: bool
+) -> dict[str, Any] | None:
+    """vLLM 0.33 ``_apply_structural_tag`` (no ``--tool-strict-level``): required / named
+    always; ``auto`` when a tool is ``strict``, or when ``parallel_tool_calls`` is false (the
+    single call needs the envelope in the grammar) and no output format is asked for."""
+    named = choice["function"]["name"] if isinstance(choice, dict) else None
+    chosen = [t["function"] for t in tools if named is None or t["function"]["name"] == named]
+    mode = "forced" if named is not None else choice
+    if mode not in ("auto", "required", "forced"):
         return None
+    if mode == "auto" and (parallel or has_output) and not any(fn.get("strict") for fn in chosen):
+        return None
+    fmt = (_hermes_format(chosen, mode, parallel) if parser in STRUCTURAL_TAG_PARSERS
+           else _builtin_format(parser, chosen, mode, parallel))
     return {"type": "structural_tag", "format": fmt}
 
 
@@ -206,18 +233,26 @@ def _json_array(tools: list[dict[str, Any]], choice: Any) -> dict[str, Any] | No
 
 
 def tool_structured_outputs(
-    tool_parser: str | None, tools: list[dict[str, Any]] | None, choice: Any, parallel_tool_calls: bool | None
+    tool_parser: str | None,
+    tools: list[dict[str, Any]] | None,
+    choice: Any,
+    parallel_tool_calls: bool | None,
+    has_output: bool = False,
 ) -> tuple[bool, dict[str, Any] | None]:
     """``(handled, structured_outputs)`` for a tool parser whose vLLM ``adjust_request`` is
     reproduced here: hermes-style parsers send a ``structural_tag`` (``required``: one or more
     calls of the given tools; a named tool: exactly one; ``auto`` with a ``strict`` tool: calls
     triggered by ``<tool_call>``, strict tools' arguments held to their schema), Mistral a JSON
-    array schema of ``{name, arguments}`` objects. ``handled`` is ``False`` for other parsers."""
+    array schema of ``{name, arguments}`` objects; ``llama3_json`` / ``qwen3_coder`` xgrammar's
+    builtin ``llama`` / ``qwen_3_coder`` tags. ``has_output``: the request asks for an output
+    format (``response_format`` other than text, or ``structured_outputs``). ``handled`` is
+    ``False`` for other parsers."""
+    tagged = STRUCTURAL_TAG_PARSERS | BUILTIN_TAG_PARSERS
     if not tools or tool_parser is None:
-        return tool_parser in STRUCTURAL_TAG_PARSERS | JSON_ARRAY_PARSERS, None
+        return tool_parser in tagged | JSON_ARRAY_PARSERS, None
     parallel = parallel_tool_calls is not False
-    if tool_parser in STRUCTURAL_TAG_PARSERS:
-        tag = _hermes_tag(tools, choice, parallel)
+    if tool_parser in tagged:
+        tag = _tool_tag(tool_parser, tools, choice, parallel, has_output)
         if tag is None:
             return True, None
         return True, {**_empty_structured_outputs(), "structural_tag": json.dumps(tag)}

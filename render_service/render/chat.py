@@ -48,8 +48,9 @@ def _adjust_chat(
     built: the forced-tool JSON schema, ``skip_special_tokens=False`` when a parser needs the
     markers, prompt logprobs for ``echo``."""
     update: dict[str, Any] = {}
+    has_output = asks_structured_output(req.response_format, req.structured_outputs)
     handled, constraint = adjust.tool_structured_outputs(
-        settings.tool_call_parser, tools, choice, req.parallel_tool_calls
+        settings.tool_call_parser, tools, choice, req.parallel_tool_calls, has_output
     )
     forced = tool_choice.forced_schema(choice, tools, req.parallel_tool_calls)
     if handled:

@@ -78,7 +78,6 @@ class Run:
         t.vllm_5xx += st >= 500
         if deliberate:
             t.deliberate += 1
-            t.identical += 1
             return True
         if so != st:
             keys = {f"status ours {so} vs vLLM {st}": []}
@@ -89,8 +88,10 @@ class Run:
             o, th, used = normalise(area, bo, bt)
             paths = diff_paths(o, th)
             if not paths:
-                t.identical += 1
-                t.deliberate += bool(used)
+                if used:
+                    t.deliberate += 1
+                else:
+                    t.identical += 1
                 return True
             keys = {}
             for item in paths:
@@ -303,15 +304,18 @@ def derender_one(run: Run, i: int, out: dict[str, Any], pick: tuple[dict[str, An
 
 
 def report(runs: list[Run], out: Path | None) -> str:
-    lines = ["| model | area | cases | identical | of which deliberate | kinds | 5xx ours | 5xx vLLM |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | area | cases | identical | deliberate | different | kinds | 5xx ours | 5xx vLLM |",
+             "|---|---|---|---|---|---|---|---|---|"]
     details: list[str] = []
     dump: dict[str, Any] = {}
     for r in runs:
         for area, t in r.tally.items():
-            share = 100.0 * t.identical / t.total if t.total else 100.0
-            lines.append(f"| {r.model} | {area} | {t.total} | {share:.1f}% | {t.deliberate} | "
-                         f"{len(t.kinds)} | {t.ours_5xx} | {t.vllm_5xx} |")
+            def pct(n: int, t: Tally = t) -> str:
+                return f"{100.0 * n / t.total:.1f}%" if t.total else "-"
+            different = t.total - t.identical - t.deliberate
+            lines.append(f"| {r.model} | {area} | {t.total} | {pct(t.identical)} | "
+                         f"{pct(t.deliberate)} | {pct(different)} | {len(t.kinds)} | "
+                         f"{t.ours_5xx} | {t.vllm_5xx} |")
             for key, k in sorted(t.kinds.items(), key=lambda kv: -kv[1].count):
                 details.append(f"\n[{r.model} / {area}] x{k.count}: {key}\n  input: "
                                f"{json.dumps(k.example, ensure_ascii=False)[:1500]}\n  ours:  "
@@ -357,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as e:
             print(f"   skipped: {e}", file=sys.stderr)
         print(report(runs[-1:], None).split("\n\n")[0], file=sys.stderr, flush=True)
+        if args.json is not None:  # so far, so a long run can be read while it goes on
+            report(runs, args.json)
     print(f"$ python -m tools.differential --models {args.models} --requests {args.requests} "
           f"--outputs {args.outputs} --seed {args.seed}")
     print(report(runs, args.json))
