@@ -79,6 +79,9 @@ def _stop_strings(ours: Json, theirs: Json) -> tuple[Json, Json]:
         if "stop" not in o or o.get("stop") in (None, []):
             o.pop("stop", None)
             t.pop("stop", None)
+            # vLLM holds back max(len(stop)) - 1 characters for the stop strings it was sent
+            if "output_text_buffer_length" not in o:
+                t.pop("output_text_buffer_length", None)
     return ours, theirs
 
 
@@ -103,6 +106,9 @@ NORMALISERS: tuple[Normaliser, ...] = (
                "drops it when it equals 16, ...)", ("render",), _max_tokens),
     Normaliser("stop_strings", "Stop strings work in streaming derender (vLLM refuses them with "
                "400) and are not sent to the engine.", ("render",), _stop_strings),
+    Normaliser("strict_not_in_template", "A tool's `strict` (an OpenAI-only field) is not handed "
+               "to the chat template (run.render_one compares the prompt with vLLM's prompt for the "
+               "request without `strict`)", (), lambda o, t: (o, t)),
     Normaliser("logprob_bytes", "Logprob `bytes` are each token's own raw bytes, ...",
                ("derender batch", "derender stream"), _logprob_bytes),
 )

@@ -71,7 +71,10 @@ class Run:
             return r.status_code, {"raw": r.text[:500]}
 
     def record(self, area: str, example: Any, so: int, bo: Any, st: int, bt: Any,
-               deliberate: bool = False) -> bool:
+               deliberate: bool = False, adjusted: str | None = None) -> bool:
+        """``deliberate``: the whole case is a README difference; ``adjusted``: the name of a
+        README difference already taken out of ``bt`` by the caller (counts as deliberate when
+        nothing else differs)."""
         t = self.tally[area]
         t.total += 1
         t.ours_5xx += so >= 500
@@ -88,7 +91,7 @@ class Run:
             o, th, used = normalise(area, bo, bt)
             paths = diff_paths(o, th)
             if not paths:
-                if used:
+                if used or adjusted:
                     t.deliberate += 1
                 else:
                     t.identical += 1
@@ -207,6 +210,16 @@ def stream(run: Run, path: str, base_body: dict[str, Any], request_key: str,
     return 200, aggregate(chunks, chat=request_key == "chat_request")
 
 
+def without_strict(req: dict[str, Any]) -> dict[str, Any] | None:
+    """``req`` with ``strict`` taken out of its tools, or ``None`` when no tool has it."""
+    tools = req.get("tools")
+    if not isinstance(tools, list) or not any(
+            isinstance(t, dict) and "strict" in (t.get("function") or {}) for t in tools):
+        return None
+    return {**req, "tools": [{**t, "function": {k: v for k, v in t["function"].items()
+                                                if k != "strict"}} for t in tools]}
+
+
 def run_model(folder: Path, args: argparse.Namespace, ours_url: str, vllm_url: str) -> Run:
     from transformers import AutoTokenizer
 
@@ -227,11 +240,21 @@ def run_model(folder: Path, args: argparse.Namespace, ours_url: str, vllm_url: s
         path = "/v1/chat/completions/render" if kind == "chat" else "/v1/completions/render"
         so, bo = run.post(ours_url, path, req)
         st, bt = run.post(vllm_url, path, req)
-        return kind, req, path, so, bo, st, bt
+        adjusted = None
+        if so == st == 200 and without_strict(req) is not None \
+                and bo.get("token_ids") != bt.get("token_ids"):
+            # README: a tool's ``strict`` is not handed to the template; vLLM's prompt for the
+            # same request without it is the prompt we must render
+            s2, b2 = run.post(vllm_url, path, without_strict(req))
+            if s2 == 200:
+                bt = dict(bt, token_ids=b2["token_ids"], sampling_params={
+                    **bt["sampling_params"], "max_tokens": b2["sampling_params"].get("max_tokens")})
+                adjusted = "strict_not_in_template"
+        return kind, req, path, so, bo, st, bt, adjusted
 
     pool: list[tuple[dict[str, Any], list[int]]] = []
-    for kind, req, path, so, bo, st, bt in jobs.map(render_one, requests):
-        run.record("render", {"path": path, "body": req}, so, bo, st, bt)
+    for kind, req, path, so, bo, st, bt, adjusted in jobs.map(render_one, requests):
+        run.record("render", {"path": path, "body": req}, so, bo, st, bt, adjusted=adjusted)
         if kind == "chat" and so == st == 200 and not req.get("stop") and len(pool) < 400:
             pool.append((req, bt["token_ids"]))
     if not pool:
