@@ -36,7 +36,7 @@ _TOOL_CONSTRAINT_CASES = (
     "tools_strict_required",
     "required_with_response_format",
 )
-KNOWN_DIFFERENT = {("gptoss", n) for n in _TOOL_CONSTRAINT_CASES}
+KNOWN_DIFFERENT: set[tuple[str, str]] = set()
 
 #: README "Deliberate differences": a tool's ``strict`` is not handed to the chat template (vLLM
 #: passes it on and Qwen's / Llama's / Mistral's templates print ``"strict": true`` into the prompt).

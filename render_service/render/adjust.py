@@ -114,11 +114,11 @@ _HERMES_TAGS = (
     ('<tool_call>{{"name": "{name}", "arguments": ', "}</tool_call>"),
 )
 STRUCTURAL_TAG_PARSERS = frozenset({"hermes", "qwen3_json"})
-BUILTIN_TAG_PARSERS = frozenset({"llama3_json", "llama4_json", "qwen3_coder"})
+BUILTIN_TAG_PARSERS = frozenset({"llama3_json", "llama4_json", "qwen3_coder", "openai"})
 JSON_ARRAY_PARSERS = frozenset({"mistral"})
 
 
-def _empty_structured_outputs() -> dict[str, Any]:
+def empty_structured_outputs() -> dict[str, Any]:
     """vLLM's ``StructuredOutputsParams`` as serialised, every constraint unset."""
     return {
         "_backend": None,
@@ -192,6 +192,63 @@ def _builtin_format(
             "excludes": list(_THINK_EXCLUDES)}
 
 
+# --- gpt-oss (Harmony): vLLM 0.33 ``parser/harmony.py`` ``get_harmony_structural_tag`` -----------
+
+_HARMONY_CONSTRAINS = (" json", " <|constrain|>json")
+_HARMONY_END = ["<|end|>", ""]  # "" stands for the stop tokens <|return|> / <|call|>
+_HARMONY_CHANNELS = ("<|channel|>commentary", "<|channel|>analysis", "<|channel|>final")
+_HARMONY_CALL_BEGINS = (" to=functions.{name}{channel}{constrain}<|message|>",
+                        "{channel} to=functions.{name}{constrain}<|message|>")
+_HARMONY_FINAL = "<|channel|>final{constrain}<|message|>"
+
+
+def _any_text() -> dict[str, Any]:
+    return {"type": "any_text", "excludes": [], "max_tokens": None, "max_chars": None}
+
+
+def _harmony_preamble(channel: str) -> dict[str, Any]:
+    return {"type": "optional", "content": {"type": "sequence", "elements": [
+        {"type": "tag", "begin": f"<|channel|>{channel}<|message|>", "content": _any_text(),
+         "end": "<|end|>"},
+        {"type": "const_string", "value": "<|start|>assistant"}]}}
+
+
+def _harmony_sequence(content: dict[str, Any], commentary: bool = True) -> dict[str, Any]:
+    """An optional analysis message (and commentary preamble), then ``content``."""
+    elements = [_harmony_preamble("analysis")] + ([_harmony_preamble("commentary")] if commentary else [])
+    return {"type": "sequence", "elements": [*elements, content]}
+
+
+def _harmony_format(chosen: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    tags: list[dict[str, Any]] = [
+        {"type": "tag", "begin": pattern.format(name=fn["name"], channel=channel, constrain=constrain),
+         "content": _tag_content(fn, bool(fn.get("strict"))), "end": list(_HARMONY_END)}
+        for fn in chosen
+        for pattern in _HARMONY_CALL_BEGINS
+        for constrain in _HARMONY_CONSTRAINS
+        for channel in _HARMONY_CHANNELS
+    ]
+    if mode == "auto":
+        tags += [{"type": "tag", "begin": _HARMONY_FINAL.format(constrain=constrain),
+                  "content": _any_text(), "end": list(_HARMONY_END)}
+                 for constrain in (*_HARMONY_CONSTRAINS, "")]
+    return _harmony_sequence({"type": "or", "elements": tags})
+
+
+def harmony_output_format(schema: Any) -> dict[str, Any]:
+    """vLLM 0.33 ``_adjust_output_format`` for a JSON ``response_format`` on gpt-oss: the JSON
+    goes in the final channel, after an optional analysis message (``schema``: the JSON schema,
+    ``{"type": "object"}`` for ``json_object``). Returns the ``structured_outputs``."""
+    final = {"type": "or", "elements": [
+        {"type": "tag", "begin": _HARMONY_FINAL.format(constrain=constrain),
+         "content": {"type": "json_schema", "json_schema": schema, "style": "json",
+                     "any_order": False, "max_whitespace_cnt": None, "excludes": []},
+         "end": list(_HARMONY_END)}
+        for constrain in _HARMONY_CONSTRAINS]}
+    tag = {"type": "structural_tag", "format": _harmony_sequence(final, commentary=False)}
+    return {**empty_structured_outputs(), "structural_tag": json.dumps(tag)}
+
+
 def _tool_tag(
     parser: str, tools: list[dict[str, Any]], choice: Any, parallel: bool, has_output: bool
 ) -> dict[str, Any] | None:
@@ -205,8 +262,12 @@ def _tool_tag(
         return None
     if mode == "auto" and (parallel or has_output) and not any(fn.get("strict") for fn in chosen):
         return None
-    fmt = (_hermes_format(chosen, mode, parallel) if parser in STRUCTURAL_TAG_PARSERS
-           else _builtin_format(parser, chosen, mode, parallel))
+    if parser in STRUCTURAL_TAG_PARSERS:
+        fmt = _hermes_format(chosen, mode, parallel)
+    elif parser == "openai":
+        fmt = _harmony_format(chosen, mode)
+    else:
+        fmt = _builtin_format(parser, chosen, mode, parallel)
     return {"type": "structural_tag", "format": fmt}
 
 
@@ -255,8 +316,8 @@ def tool_structured_outputs(
         tag = _tool_tag(tool_parser, tools, choice, parallel, has_output)
         if tag is None:
             return True, None
-        return True, {**_empty_structured_outputs(), "structural_tag": json.dumps(tag)}
+        return True, {**empty_structured_outputs(), "structural_tag": json.dumps(tag)}
     if tool_parser in JSON_ARRAY_PARSERS:
         schema = _json_array(tools, choice)
-        return True, None if schema is None else {**_empty_structured_outputs(), "json": schema}
+        return True, None if schema is None else {**empty_structured_outputs(), "json": schema}
     return False, None

@@ -109,6 +109,9 @@ NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("strict_not_in_template", "A tool's `strict` (an OpenAI-only field) is not handed "
                "to the chat template (run.render_one compares the prompt with vLLM's prompt for the "
                "request without `strict`)", (), lambda o, t: (o, t)),
+    Normaliser("calls_kept", "Because a stream cannot take back what it sent ... a tool call whose "
+               "name was already emitted stays a call (run.calls_kept: vLLM's batch gives the whole "
+               "output back as content)", (), lambda o, t: (o, t)),
     Normaliser("logprob_bytes", "Logprob `bytes` are each token's own raw bytes, ...",
                ("derender batch", "derender stream"), _logprob_bytes),
 )
