@@ -96,3 +96,6 @@ def test_engine_tool_formats_strip_markup_without_tools():
                                                        "tool_choice": "none"},
                         end=False, tool_call_parser="mistral", enable_auto_tool_choice=True)
     assert mistral["content"] == "![INST]"
+    # but an empty output under mistral has content "" (measured), as under the legacy parsers
+    empty = _derender(MISTRAL, "", {"messages": HI}, tool_call_parser="mistral", enable_auto_tool_choice=True)
+    assert empty["content"] == ""

@@ -91,6 +91,8 @@ def _engine_tools(settings: Settings, pipe: Any) -> bool:
     ``null`` (``tool_call_info.content or None``), not ``""``."""
     tool = pipe.parser.tool if pipe.parser is not None else None
     engine = settings.tool_call_parser == "openai" or (tool is not None and tool.strip_on_none)
+    if settings.tool_call_parser == "mistral":  # measured: its engine adapter answers "" here
+        engine = False
     return engine and settings.reasoning_parser not in RAW_REASONING_PARSERS
 
 
