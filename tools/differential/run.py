@@ -317,13 +317,13 @@ def derender_one(run: Run, i: int, out: dict[str, Any], pick: tuple[dict[str, An
     example = {"path": path, "output_text": out["text"], "token_ids": ids, "finish": finish,
                key: chat_req if not completion else creq}
     records.append(("derender batch", example, so, bo, st, bt,
-                    so == st == 200 and calls_kept(bo, bt)))
+                    so == st == 200 and calls_kept(bo, bt, finish)))
     for size in (1, None):
         so, bo = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], True)
         st, bt = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], False)
         ex = dict(example, chunking="one token" if size == 1 else f"random seed {out['chunks_seed']}")
         deliberate = (bool(chat_req.get("stop")) and st == 400 and so == 200) or (
-            so == st == 200 and calls_kept(bo, bt))
+            so == st == 200 and calls_kept(bo, bt, finish))
         records.append(("derender stream", ex, so, bo, st, bt, deliberate))
     return records
 
@@ -334,12 +334,15 @@ def _message_of(body: Any) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def calls_kept(ours: Any, theirs: Any) -> bool:
+def calls_kept(ours: Any, theirs: Any, finish: str = "stop") -> bool:
     """README "Deliberate differences": a call already parsed stays a call when later text of the
-    output is not a valid call (vLLM's batch then gives the whole output back as content): ours
-    has calls, vLLM none, and vLLM's content holds every one of our calls' names."""
+    output is not a valid call (vLLM's batch then gives the whole output back as content: ours
+    has calls, vLLM none, and vLLM's content holds every one of our calls' names), and a call cut
+    off by ``finish_reason: "length"`` keeps its partial arguments (vLLM drops it)."""
     o, t = _message_of(ours), _message_of(theirs)
     names = [(c.get("function") or {}).get("name") for c in o.get("tool_calls") or []]
+    if names and not t.get("tool_calls") and finish == "length":
+        return True
     content = t.get("content")
     return bool(names) and not t.get("tool_calls") and isinstance(content, str) \
         and all(isinstance(n, str) and n in content for n in names)
