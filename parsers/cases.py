@@ -35,9 +35,10 @@ PARSER_ALIASES: dict[str, tuple[str | None, str | None]] = {
     "basic/deepseek_r1 reasoning (streaming)": ("deepseek_r1", None),
     "any multi-call parser (example in hermes format)": (None, "hermes"),
     "hermes-style (<tool_call>)": (None, "hermes"),
-    # vLLM 0.33 constrains hermes' named/required choices with a structural tag (the model writes
-    # <tool_call>), so the guided-JSON named choice is that of a guided-JSON format such as llama3_json
-    "named tool_choice (guided JSON)": (None, "llama3_json"),
+    # vLLM 0.33 constrains hermes', llama3_json's and qwen3_coder's named/required choices with a
+    # structural tag (the model writes its own format), so the guided-JSON named choice is that of
+    # a format without one, such as xlam
+    "named tool_choice (guided JSON)": (None, "xlam"),
     "pythonic (also llama4_pythonic)": (None, "pythonic"),
     "llama3_json / llama4_json": (None, "llama3_json"),
     "xlam (also hunyuan_a13b)": (None, "xlam"),

@@ -160,8 +160,8 @@ class Parser:
 
     def _tool_kind(self, ctx: ParseContext) -> tuple[str | None, dict[str, Any] | None]:
         choice = ctx.tool_choice
-        if not ctx.tools:
-            return None, None
+        if not ctx.tools:  # vLLM 0.33: no tools means tool_choice "none", so engine formats strip
+            choice = "none"
         if choice == "none":  # engine formats still strip their markup; calls are dropped
             strip = self.tool is not None and self.tool.strip_on_none and ctx.enable_auto_tool_choice
             return ("none" if strip else None), None

@@ -44,7 +44,7 @@ def test_chat_logprobs_strings_bytes_and_cut():
     body = {
         "generate_response": {
             "request_id": "r",
-            "choices": [{"token_ids": ids, "logprobs": lp_content(ids)}],
+            "choices": [{"index": 0, "token_ids": ids, "logprobs": lp_content(ids)}],
         },
         "chat_request": {"messages": [], "logprobs": True, "top_logprobs": 2},
     }
@@ -130,8 +130,11 @@ def test_completions_batch_flattens_responses():
     x = b.tokenizer.encode("x y", add_special_tokens=False)
     body = {
         "generate_responses": [
-            {"request_id": "cmpl-1-0", "choices": [{"token_ids": x}, {"index": 1, "token_ids": x}]},
-            {"request_id": "cmpl-1-1", "choices": [{"token_ids": x}]},
+            {
+                "request_id": "cmpl-1-0",
+                "choices": [{"index": 0, "token_ids": x}, {"index": 1, "token_ids": x}],
+            },
+            {"request_id": "cmpl-1-1", "choices": [{"index": 0, "token_ids": x}]},
         ],
         "prompt_tokens": [4, 5],
         "completion_request": {"prompt": ["a", "b"], "return_token_ids": True},
@@ -151,7 +154,7 @@ def test_usage_only_chunk_and_prompt_tokens_from_first_call():
     first = {
         "stream": True,
         "prompt_tokens": 42,
-        "generate_chunk": {"request_id": "r", "choices": [{"token_ids": [9707]}]},
+        "generate_chunk": {"request_id": "r", "choices": [{"index": 0, "token_ids": [9707]}]},
     }
     state = derender.derender_chat(b, s, first)["stream_state"]
     usage_chunk = {
@@ -178,7 +181,7 @@ def test_include_reasoning_false_hides_logprobs_and_token_ids():
     body = {
         "generate_response": {
             "request_id": "r",
-            "choices": [{"token_ids": ids, "logprobs": lp_content(ids)}],
+            "choices": [{"index": 0, "token_ids": ids, "logprobs": lp_content(ids)}],
         },
         "chat_request": {
             "messages": [],
@@ -229,7 +232,7 @@ def test_completion_logprobs_stream_equals_batch(sizes, k):
     b, s = setup()
     ids = b.tokenizer.encode("Grüße aus 東京 😀!", add_special_tokens=False)
     req = {"prompt": "x", "logprobs": k}
-    gen = {"request_id": "c", "choices": [{"token_ids": ids, "logprobs": lp_content(ids, 4)}]}
+    gen = {"request_id": "c", "choices": [{"index": 0, "token_ids": ids, "logprobs": lp_content(ids, 4)}]}
     want = derender.derender_completion(b, s, {"generate_responses": [gen], "completion_request": req})
     want_lp = want["choices"][0]["logprobs"]
     got = {key: [] for key in want_lp}

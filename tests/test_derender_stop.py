@@ -108,7 +108,7 @@ def test_br14_batch_and_include_stop_str():
         body = {
             "generate_response": {
                 "request_id": "r",
-                "choices": [{"token_ids": ids, "finish_reason": "length"}],
+                "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}],
             },
             "chat_request": {"messages": [], "stop": "beta gamma", "include_stop_str_in_output": include},
         }
@@ -123,7 +123,10 @@ def test_min_tokens_exempts_early_text():
     s = Settings(model=b.root)
     ids = b.tokenizer.encode("stop now and stop later", add_special_tokens=False)
     body = {
-        "generate_response": {"request_id": "r", "choices": [{"token_ids": ids, "finish_reason": "length"}]},
+        "generate_response": {
+            "request_id": "r",
+            "choices": [{"index": 0, "token_ids": ids, "finish_reason": "length"}],
+        },
         "completion_request": {"stop": ["stop"], "min_tokens": 2},
     }
     choice = derender.derender_completion(
@@ -150,7 +153,7 @@ def test_stream_equals_batch_with_stops(sizes, min_tokens, include):
         b,
         s,
         {
-            "generate_responses": [{"request_id": "r", "choices": [{"token_ids": ids}]}],
+            "generate_responses": [{"request_id": "r", "choices": [{"index": 0, "token_ids": ids}]}],
             "completion_request": req,
         },
     )["choices"][0]
@@ -175,7 +178,7 @@ def test_eos_dropped_from_text_but_counted():
     s = Settings(model=b.root)
     ids = b.tokenizer.encode("hi", add_special_tokens=False) + [b.tokenizer.eos_token_id]
     body = {
-        "generate_response": {"request_id": "r", "choices": [{"token_ids": ids}]},
+        "generate_response": {"request_id": "r", "choices": [{"index": 0, "token_ids": ids}]},
         "chat_request": {"messages": [], "skip_special_tokens": False},
     }
     out = derender.derender_chat(b, s, body)
@@ -190,7 +193,7 @@ def test_request_stop_token_id_reported():
     stop_id = b.tokenizer.encode("!", add_special_tokens=False)[0]
     ids = b.tokenizer.encode("hi", add_special_tokens=False) + [stop_id]
     body = {
-        "generate_response": {"request_id": "r", "choices": [{"token_ids": ids}]},
+        "generate_response": {"request_id": "r", "choices": [{"index": 0, "token_ids": ids}]},
         "chat_request": {"messages": [], "stop_token_ids": [stop_id]},
     }
     choice = derender.derender_chat(b, s, body)["choices"][0]

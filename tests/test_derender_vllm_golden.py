@@ -42,12 +42,30 @@ def service(serve):
     )
 
 
-@pytest.mark.parametrize("case", GOLDEN, ids=[c["name"] for c in GOLDEN])
+#: README "Deliberate differences": a stop string inside a tool call's arguments. vLLM cuts the
+#: text and then parses it, so the cut call is content; a stream cannot take back a call it
+#: already sent, so we keep it (batch == stream), but, as vLLM, finish with "stop" and the string.
+STOP_IN_CALL = {c["name"] for c in GOLDEN if c["name"].startswith("chat_stop_string_in_tool_args")}
+
+
+@pytest.mark.parametrize("case", [c for c in GOLDEN if c["name"] not in STOP_IN_CALL],
+                         ids=[c["name"] for c in GOLDEN if c["name"] not in STOP_IN_CALL])
 def test_matches_vllm(service, case):
     r = service.post(case["path"], json=case["body"])
     assert r.status_code == case["status"], r.text
     if case["status"] == 200:
         assert normalised(r.json()) == normalised(case["response"])
+
+
+@pytest.mark.parametrize("name", sorted(STOP_IN_CALL))
+def test_stop_string_in_call_arguments_finishes_with_stop(service, name):
+    case = next(c for c in GOLDEN if c["name"] == name)
+    ours = service.post(case["path"], json=case["body"]).json()["choices"][0]
+    theirs = case["response"]["choices"][0]
+    assert (ours["finish_reason"], ours["stop_reason"]) == (theirs["finish_reason"], theirs["stop_reason"])
+    assert theirs["message"]["content"].startswith("<tool_call>") and "tool_calls" not in theirs["message"]
+    call = ours["message"]["tool_calls"][0]["function"]
+    assert call["name"] == "get_weather" and "Pa" not in call["arguments"]
 
 
 def test_generate_responses_are_bounded():

@@ -232,7 +232,7 @@ def test_errors_over_http(service):
         ),
         (
             {
-                "generate_response": {"choices": [{"token_ids": [1] * 50000}]},
+                "generate_response": {"choices": [{"index": 0, "token_ids": [1] * 50000}]},
                 "chat_request": {"messages": []},
             },
             400,
@@ -244,7 +244,7 @@ def test_errors_over_http(service):
             "does not exist",
         ),
         (
-            {"generate_response": {"output_mode": "text", "choices": [{"token_ids": [1]}]}},
+            {"generate_response": {"output_mode": "text", "choices": [{"index": 0, "token_ids": [1]}]}},
             400,
             "validation error",
         ),

@@ -26,8 +26,8 @@ def _rows(config: str) -> list[dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
 
 
-#: Cases where we still differ, listed in the README's "Deliberate differences": the tool-call
-#: structural tags of harmony, llama3_json and qwen3_coder are not reproduced yet.
+#: Cases where we still differ, listed in the README's "Deliberate differences": harmony's
+#: tool-call structural tag is not reproduced yet.
 _TOOL_CONSTRAINT_CASES = (
     "tool_choice_required",
     "tool_choice_required_single",
@@ -36,7 +36,7 @@ _TOOL_CONSTRAINT_CASES = (
     "tools_strict_required",
     "required_with_response_format",
 )
-KNOWN_DIFFERENT = {(c, n) for c in ("gptoss", "llama", "coder") for n in _TOOL_CONSTRAINT_CASES}
+KNOWN_DIFFERENT: set[tuple[str, str]] = set()
 
 #: README "Deliberate differences": a tool's ``strict`` is not handed to the chat template (vLLM
 #: passes it on and Qwen's / Llama's / Mistral's templates print ``"strict": true`` into the prompt).

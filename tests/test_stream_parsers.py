@@ -171,11 +171,12 @@ def test_parser_needs_chat_request_on_first_call_only():
     """With a parser, the first streaming call without chat_request is a 400; later calls may
     omit it (and prompt_token_ids)."""
     b, s, _ = setup()
-    body = {"stream": True, "generate_chunk": {"request_id": "r", "choices": [{"token_ids": [9707]}]}}
+    chunk = {"request_id": "r", "choices": [{"index": 0, "token_ids": [9707]}]}
+    body = {"stream": True, "generate_chunk": chunk}
     with pytest.raises(InvalidRequest, match="chat_request is required"):
         derender.derender_chat(b, s, body)
     with pytest.raises(InvalidRequest, match="chat_request is required"):
-        derender.derender_chat(b, s, {"generate_response": {"choices": [{"token_ids": [9707]}]}})
+        derender.derender_chat(b, s, {"generate_response": {"choices": [{"index": 0, "token_ids": [9707]}]}})
 
 
 def test_state_size_does_not_grow_with_output():

@@ -98,12 +98,15 @@ def test_signed_server_rejects_unsigned_state_through_derender():
     signed = Settings(model=b.root, stream_state_keys=("secret",))
     plain = Settings(model=b.root)
     ids = b.tokenizer.encode("hello there", add_special_tokens=False)
-    first = {"stream": True, "generate_chunk": {"request_id": "r", "choices": [{"token_ids": ids[:1]}]}}
+    first = {
+        "stream": True,
+        "generate_chunk": {"request_id": "r", "choices": [{"index": 0, "token_ids": ids[:1]}]},
+    }
     token = derender.derender_chat(b, plain, first)["stream_state"]
     nxt = {
         "stream": True,
         "stream_state": token,
-        "generate_chunk": {"request_id": "r", "choices": [{"token_ids": ids[1:]}]},
+        "generate_chunk": {"request_id": "r", "choices": [{"index": 0, "token_ids": ids[1:]}]},
     }
     with pytest.raises(InvalidStreamState):
         derender.derender_chat(b, signed, nxt)
@@ -117,10 +120,16 @@ def test_state_of_another_request_is_rejected():
     b = bundle(QWEN3)
     plain = Settings(model=b.root, stream_state_keys=("secret",))
     ids = b.tokenizer.encode("hello there", add_special_tokens=False)
-    first = {"stream": True, "generate_chunk": {"request_id": "a", "choices": [{"token_ids": ids[:1]}]}}
+    first = {
+        "stream": True,
+        "generate_chunk": {"request_id": "a", "choices": [{"index": 0, "token_ids": ids[:1]}]},
+    }
     token = derender.derender_chat(b, plain, first)["stream_state"]
-    other = {"stream": True, "stream_state": token,
-             "generate_chunk": {"request_id": "b", "choices": [{"token_ids": ids[1:]}]}}
+    other = {
+        "stream": True,
+        "stream_state": token,
+        "generate_chunk": {"request_id": "b", "choices": [{"index": 0, "token_ids": ids[1:]}]},
+    }
     with pytest.raises(InvalidStreamState, match="belongs to request 'a'"):
         derender.derender_chat(b, plain, other)
     other["generate_chunk"]["request_id"] = "a"

@@ -9,7 +9,9 @@ anywhere; vLLM streaming only when the output *starts* with ``<|python_tag|>`` o
 take the batch rule so prose-prefixed calls are found in both modes). Text before the first
 call is content with its trailing whitespace dropped (vLLM batch drops it all, which a stream
 cannot do without holding back every plain answer; we never retract sent text); text after a
-call (``; `` separators, trailing prose, BR38) is dropped. An object without ``name`` or
+call (``; `` separators, trailing prose, BR38) is dropped. ``tool_choice`` required/named
+parse this same syntax (vLLM 0.33's ``llama`` structural tag makes the model write it). An
+object without ``name`` or
 without ``arguments``/``parameters`` is not a call and stays content; ``{`` in ordinary prose
 is given back as content as soon as it cannot be a call. The markers are dropped.
 """
@@ -23,4 +25,7 @@ SPEC = json_tool_spec(
     opens=("{",),
     drops=("<|python_tag|>", "<|python_start|>", "<|python_end|>"),
     options={"require_args": True},
+    # vLLM 0.33 constrains required/named with xgrammar's ``llama`` structural tag, so the model
+    # writes its own ``{"name": .., "parameters": ..}`` calls, parsed natively
+    guided_json=False,
 )

@@ -79,17 +79,40 @@ def derender_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[st
 # --- chat batch ---------------------------------------------------------------------------------
 
 
+#: Reasoning parsers (vLLM 0.33 ``BaseThinkingReasoningParser`` subclasses, not engine adapters)
+#: that give an output without an end marker as reasoning as it is, ``""`` included (measured by
+#: the differential harness on DeepSeek-R1-Distill: EOS only -> ``reasoning: ""``).
+RAW_REASONING_PARSERS = frozenset({"deepseek_r1", "ernie45", "hy_v3", "k2_horizon", "minimax_m3"})
+
+
+def _engine_tools(settings: Settings, pipe: Any) -> bool:
+    """vLLM 0.33 parses with its engine adapters (our specs with ``strip_on_none``, and harmony)
+    and no legacy reasoning parser: an output with no call and no text then has content
+    ``null`` (``tool_call_info.content or None``), not ``""``."""
+    tool = pipe.parser.tool if pipe.parser is not None else None
+    engine = settings.tool_call_parser == "openai" or (tool is not None and tool.strip_on_none)
+    if settings.tool_call_parser == "mistral":  # measured: its engine adapter answers "" here
+        engine = False
+    return engine and settings.reasoning_parser not in RAW_REASONING_PARSERS
+
+
 def _message(
-    out: StepOutput, chat: ChatRequestFields | None, parsed: bool, in_content: bool = False
+    out: StepOutput, chat: ChatRequestFields | None, parsed: bool, in_content: bool = False,
+    engine: bool = False, raw_reasoning: bool = False,
 ) -> dict[str, Any]:
     """``in_content``: the parser ended outside reasoning (or has no reasoning format); an empty
     output then has content ``""`` as vLLM 0.33 gives (e.g. Qwen3 with ``enable_thinking: false``
-    and only EOS), while an output still in reasoning has content ``null``."""
+    and only EOS), while an output still in reasoning has content ``null``; ``engine``: see
+    :func:`_engine_tools` (``null`` then); ``raw_reasoning``: an output still in reasoning has
+    reasoning ``""`` when empty (:data:`RAW_REASONING_PARSERS`)."""
     content: str | None = out.content
+    reasoning = out.reasoning or None
     if parsed:
         forced = chat is not None and (chat.tool_choice == "required" or isinstance(chat.tool_choice, dict))
-        empty = in_content and not out.reasoning and not out.tool_calls
+        empty = in_content and not out.reasoning and not out.tool_calls and not engine
         content = out.content or ("" if forced or empty else None)
+        if raw_reasoning and not in_content and not out.content and not out.tool_calls:
+            reasoning = out.reasoning
     message: dict[str, Any] = {
         "role": "assistant",
         "content": content,
@@ -105,7 +128,7 @@ def _message(
             }
             for tc in out.tool_calls
         ],
-        "reasoning": out.reasoning or None,
+        "reasoning": reasoning,
     }
     if not message["tool_calls"]:
         del message["tool_calls"]
@@ -150,6 +173,8 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
                 "message": _message(
                     out, chat, pipe.parser is not None,
                     pipe.parser is not None and pipe.parser.reasoning_ended(end_state.parser) is not False,
+                    engine=_engine_tools(settings, pipe),
+                    raw_reasoning=settings.reasoning_parser in RAW_REASONING_PARSERS,
                 ),
                 "logprobs": out.logprobs,
                 "finish_reason": out.finish_reason,

@@ -256,6 +256,9 @@ def advance(
     _parse(pipe, st, out, text, () if st.stops else text_ids, final, choice_index)
     if final:
         st.done = True
-        tool_finish = st.tools and finish_reason in ("stop", None) and not st.named
+        # a stop string cut the output: a call it cut is unfinished, so never "tool_calls"
+        # (vLLM 0.33 cuts before parsing and answers "stop"; README "Deliberate differences")
+        cut = isinstance(out.stop_reason, str)
+        tool_finish = st.tools and finish_reason in ("stop", None) and not st.named and not cut
         out.finish_reason = "tool_calls" if tool_finish else (finish_reason or "stop")
     return out, st

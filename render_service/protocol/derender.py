@@ -43,9 +43,10 @@ class GenerateLogProbs(WireModel):
 
 
 class GenerateChoice(WireModel):
-    """A choice of a (batch) generate response; ``finish_reason`` defaults to ``"stop"``."""
+    """A choice of a (batch) generate response; ``finish_reason`` defaults to ``"stop"``;
+    ``index`` is required (vLLM 0.33 ``GenerateChoiceBase``: a choice without it is a 400)."""
 
-    index: NonNegativeInt = 0
+    index: NonNegativeInt
     finish_reason: str | None = "stop"
     stop_reason: int | str | None = None
     token_ids: list[NonNegativeInt] | None = None

@@ -114,10 +114,11 @@ _HERMES_TAGS = (
     ('<tool_call>{{"name": "{name}", "arguments": ', "}</tool_call>"),
 )
 STRUCTURAL_TAG_PARSERS = frozenset({"hermes", "qwen3_json"})
+BUILTIN_TAG_PARSERS = frozenset({"llama3_json", "llama4_json", "qwen3_coder", "openai"})
 JSON_ARRAY_PARSERS = frozenset({"mistral"})
 
 
-def _empty_structured_outputs() -> dict[str, Any]:
+def empty_structured_outputs() -> dict[str, Any]:
     """vLLM's ``StructuredOutputsParams`` as serialised, every constraint unset."""
     return {
         "_backend": None,
@@ -148,38 +149,125 @@ def _tag_content(fn: dict[str, Any], strict_schema: bool) -> dict[str, Any]:
     }
 
 
-def _hermes_tag(tools: list[dict[str, Any]], choice: Any, parallel: bool) -> dict[str, Any] | None:
-    named = choice["function"]["name"] if isinstance(choice, dict) else None
-    chosen = [t["function"] for t in tools if named is None or t["function"]["name"] == named]
-    tags = [
-        {
-            "type": "tag",
-            "begin": begin.format(name=fn["name"]),
-            "content": _tag_content(fn, bool(fn.get("strict"))),
-            "end": end,
-        }
+def _hermes_tags(chosen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"type": "tag", "begin": begin.format(name=fn["name"]),
+         "content": _tag_content(fn, bool(fn.get("strict"))), "end": end}
         for fn in chosen
         for begin, end in _HERMES_TAGS
     ]
-    if choice == "required" or named is not None:
-        fmt: dict[str, Any] = {
-            "type": "tags_with_separator",
-            "tags": tags,
-            "separator": "",
-            "at_least_one": True,
-            "stop_after_first": named is not None or not parallel,
-        }
-    elif choice == "auto" and any(fn.get("strict") for fn in chosen):
-        fmt = {
-            "type": "triggered_tags",
-            "triggers": ["<tool_call>"],
-            "tags": tags,
-            "at_least_one": False,
-            "stop_after_first": not parallel,
-            "excludes": [],
-        }
-    else:
+
+
+def _hermes_format(chosen: list[dict[str, Any]], mode: str, parallel: bool) -> dict[str, Any]:
+    tags = _hermes_tags(chosen)
+    if mode == "auto":
+        return {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": tags,
+                "at_least_one": False, "stop_after_first": not parallel, "excludes": []}
+    return {"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": True,
+            "stop_after_first": mode == "forced" or not parallel}
+
+
+#: xgrammar's builtin formats vLLM 0.33 asks for (``structural_tag_model`` ``llama`` and
+#: ``qwen_3_coder``): ``(trigger, begin with {name}, end, content style)`` of one call.
+_BUILTIN_TAGS = {
+    "llama3_json": ('{"name": ', '{{"name": "{name}", "parameters": ', "}", "json"),
+    "llama4_json": ('{"name": ', '{{"name": "{name}", "parameters": ', "}", "json"),
+    "qwen3_coder": ("<tool_call>\n<function=", "<tool_call>\n<function={name}>\n",
+                    "\n</function>\n</tool_call>", "qwen_xml"),
+}
+_THINK_EXCLUDES = ["<think>", "</think>"]
+
+
+def _builtin_format(
+    parser: str, chosen: list[dict[str, Any]], mode: str, parallel: bool
+) -> dict[str, Any]:
+    trigger, begin, end, style = _BUILTIN_TAGS[parser]
+    tags = [{"type": "tag", "begin": begin.format(name=fn["name"]),
+             "content": {**_tag_content(fn, bool(fn.get("strict"))), "style": style}, "end": end}
+            for fn in chosen]
+    if mode == "forced":
+        return tags[0]
+    return {"type": "triggered_tags", "triggers": [trigger], "tags": tags,
+            "at_least_one": mode == "required", "stop_after_first": not parallel,
+            "excludes": list(_THINK_EXCLUDES)}
+
+
+# --- gpt-oss (Harmony): vLLM 0.33 ``parser/harmony.py`` ``get_harmony_structural_tag`` -----------
+
+_HARMONY_CONSTRAINS = (" json", " <|constrain|>json")
+_HARMONY_END = ["<|end|>", ""]  # "" stands for the stop tokens <|return|> / <|call|>
+_HARMONY_CHANNELS = ("<|channel|>commentary", "<|channel|>analysis", "<|channel|>final")
+_HARMONY_CALL_BEGINS = (" to=functions.{name}{channel}{constrain}<|message|>",
+                        "{channel} to=functions.{name}{constrain}<|message|>")
+_HARMONY_FINAL = "<|channel|>final{constrain}<|message|>"
+
+
+def _any_text() -> dict[str, Any]:
+    return {"type": "any_text", "excludes": [], "max_tokens": None, "max_chars": None}
+
+
+def _harmony_preamble(channel: str) -> dict[str, Any]:
+    return {"type": "optional", "content": {"type": "sequence", "elements": [
+        {"type": "tag", "begin": f"<|channel|>{channel}<|message|>", "content": _any_text(),
+         "end": "<|end|>"},
+        {"type": "const_string", "value": "<|start|>assistant"}]}}
+
+
+def _harmony_sequence(content: dict[str, Any], commentary: bool = True) -> dict[str, Any]:
+    """An optional analysis message (and commentary preamble), then ``content``."""
+    elements = [_harmony_preamble("analysis")] + ([_harmony_preamble("commentary")] if commentary else [])
+    return {"type": "sequence", "elements": [*elements, content]}
+
+
+def _harmony_format(chosen: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    tags: list[dict[str, Any]] = [
+        {"type": "tag", "begin": pattern.format(name=fn["name"], channel=channel, constrain=constrain),
+         "content": _tag_content(fn, bool(fn.get("strict"))), "end": list(_HARMONY_END)}
+        for fn in chosen
+        for pattern in _HARMONY_CALL_BEGINS
+        for constrain in _HARMONY_CONSTRAINS
+        for channel in _HARMONY_CHANNELS
+    ]
+    if mode == "auto":
+        tags += [{"type": "tag", "begin": _HARMONY_FINAL.format(constrain=constrain),
+                  "content": _any_text(), "end": list(_HARMONY_END)}
+                 for constrain in (*_HARMONY_CONSTRAINS, "")]
+    return _harmony_sequence({"type": "or", "elements": tags})
+
+
+def harmony_output_format(schema: Any) -> dict[str, Any]:
+    """vLLM 0.33 ``_adjust_output_format`` for a JSON ``response_format`` on gpt-oss: the JSON
+    goes in the final channel, after an optional analysis message (``schema``: the JSON schema,
+    ``{"type": "object"}`` for ``json_object``). Returns the ``structured_outputs``."""
+    final = {"type": "or", "elements": [
+        {"type": "tag", "begin": _HARMONY_FINAL.format(constrain=constrain),
+         "content": {"type": "json_schema", "json_schema": schema, "style": "json",
+                     "any_order": False, "max_whitespace_cnt": None, "excludes": []},
+         "end": list(_HARMONY_END)}
+        for constrain in _HARMONY_CONSTRAINS]}
+    tag = {"type": "structural_tag", "format": _harmony_sequence(final, commentary=False)}
+    return {**empty_structured_outputs(), "structural_tag": json.dumps(tag)}
+
+
+def _tool_tag(
+    parser: str, tools: list[dict[str, Any]], choice: Any, parallel: bool, has_output: bool
+) -> dict[str, Any] | None:
+    """vLLM 0.33 ``_apply_structural_tag`` (no ``--tool-strict-level``): required / named
+    always; ``auto`` when a tool is ``strict``, or when ``parallel_tool_calls`` is false (the
+    single call needs the envelope in the grammar) and no output format is asked for."""
+    named = choice["function"]["name"] if isinstance(choice, dict) else None
+    chosen = [t["function"] for t in tools if named is None or t["function"]["name"] == named]
+    mode = "forced" if named is not None else choice
+    if mode not in ("auto", "required", "forced"):
         return None
+    if mode == "auto" and (parallel or has_output) and not any(fn.get("strict") for fn in chosen):
+        return None
+    if parser in STRUCTURAL_TAG_PARSERS:
+        fmt = _hermes_format(chosen, mode, parallel)
+    elif parser == "openai":
+        fmt = _harmony_format(chosen, mode)
+    else:
+        fmt = _builtin_format(parser, chosen, mode, parallel)
     return {"type": "structural_tag", "format": fmt}
 
 
@@ -206,22 +294,30 @@ def _json_array(tools: list[dict[str, Any]], choice: Any) -> dict[str, Any] | No
 
 
 def tool_structured_outputs(
-    tool_parser: str | None, tools: list[dict[str, Any]] | None, choice: Any, parallel_tool_calls: bool | None
+    tool_parser: str | None,
+    tools: list[dict[str, Any]] | None,
+    choice: Any,
+    parallel_tool_calls: bool | None,
+    has_output: bool = False,
 ) -> tuple[bool, dict[str, Any] | None]:
     """``(handled, structured_outputs)`` for a tool parser whose vLLM ``adjust_request`` is
     reproduced here: hermes-style parsers send a ``structural_tag`` (``required``: one or more
     calls of the given tools; a named tool: exactly one; ``auto`` with a ``strict`` tool: calls
     triggered by ``<tool_call>``, strict tools' arguments held to their schema), Mistral a JSON
-    array schema of ``{name, arguments}`` objects. ``handled`` is ``False`` for other parsers."""
+    array schema of ``{name, arguments}`` objects; ``llama3_json`` / ``qwen3_coder`` xgrammar's
+    builtin ``llama`` / ``qwen_3_coder`` tags. ``has_output``: the request asks for an output
+    format (``response_format`` other than text, or ``structured_outputs``). ``handled`` is
+    ``False`` for other parsers."""
+    tagged = STRUCTURAL_TAG_PARSERS | BUILTIN_TAG_PARSERS
     if not tools or tool_parser is None:
-        return tool_parser in STRUCTURAL_TAG_PARSERS | JSON_ARRAY_PARSERS, None
+        return tool_parser in tagged | JSON_ARRAY_PARSERS, None
     parallel = parallel_tool_calls is not False
-    if tool_parser in STRUCTURAL_TAG_PARSERS:
-        tag = _hermes_tag(tools, choice, parallel)
+    if tool_parser in tagged:
+        tag = _tool_tag(tool_parser, tools, choice, parallel, has_output)
         if tag is None:
             return True, None
-        return True, {**_empty_structured_outputs(), "structural_tag": json.dumps(tag)}
+        return True, {**empty_structured_outputs(), "structural_tag": json.dumps(tag)}
     if tool_parser in JSON_ARRAY_PARSERS:
         schema = _json_array(tools, choice)
-        return True, None if schema is None else {**_empty_structured_outputs(), "json": schema}
+        return True, None if schema is None else {**empty_structured_outputs(), "json": schema}
     return False, None

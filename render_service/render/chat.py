@@ -48,11 +48,20 @@ def _adjust_chat(
     built: the forced-tool JSON schema, ``skip_special_tokens=False`` when a parser needs the
     markers, prompt logprobs for ``echo``."""
     update: dict[str, Any] = {}
+    has_output = asks_structured_output(req.response_format, req.structured_outputs)
     handled, constraint = adjust.tool_structured_outputs(
-        settings.tool_call_parser, tools, choice, req.parallel_tool_calls
+        settings.tool_call_parser, tools, choice, req.parallel_tool_calls, has_output
     )
     forced = tool_choice.forced_schema(choice, tools, req.parallel_tool_calls)
-    if handled:
+    if constraint is None and has_output and harmony.uses_harmony(bundle.config):
+        constraint = _harmony_output(req)
+    elif constraint is None and has_output and handled and tools and choice != "none":
+        # vLLM 0.33 re-reads the output constraint while deciding the tool-call tag and sends
+        # it back as a whole ``StructuredOutputsParams`` (measured by the differential harness)
+        so = sampling.structured_outputs(req)
+        if so is not None:
+            constraint = {**adjust.empty_structured_outputs(), **so}
+    if handled or constraint is not None:
         if constraint is not None:
             update.update(structured_outputs=constraint, response_format=None)
     elif forced is not None and tool_output_is_guided_json(bundle, settings):
@@ -62,6 +71,21 @@ def _adjust_chat(
     if req.echo and req.prompt_logprobs is None and req.top_logprobs is not None:
         update["prompt_logprobs"] = req.top_logprobs
     return req.model_copy(update=update) if update else req
+
+
+def _harmony_output(req: ChatCompletionRequest) -> dict[str, Any] | None:
+    """gpt-oss: a JSON ``response_format`` / ``structured_outputs.json`` becomes vLLM 0.33's
+    final-channel structural tag (:func:`adjust.harmony_output_format`); other constraints
+    (regex, choice, grammar) are sent as they are."""
+    so = sampling.structured_outputs(req) or {}
+    if so.get("json_object"):
+        return adjust.harmony_output_format({"type": "object"})
+    schema = so.get("json")
+    if isinstance(schema, str):
+        import json
+
+        schema = json.loads(schema)
+    return adjust.harmony_output_format(schema) if schema is not None else None
 
 
 def _parse_context(

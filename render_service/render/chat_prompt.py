@@ -250,14 +250,15 @@ def reasoning_ended(
     token_ids: Sequence[int],
     structured_output: bool = False,
 ) -> bool | None:
-    """``None`` without a reasoning parser; ``True`` when reasoning is hidden
-    (``include_reasoning=false``) or the prompt already closed it; else the parser's verdict on
-    the prompt (``parsers/README.md``: ``start`` + ``reasoning_ended``)."""
+    """``True`` when reasoning is hidden (``include_reasoning=false``, with or without a
+    reasoning parser, as vLLM 0.33 ``resolve_reasoning_ended``); ``None`` without a reasoning
+    parser; ``True`` when the prompt already closed it; else the parser's verdict on the prompt
+    (``parsers/README.md``: ``start`` + ``reasoning_ended``)."""
+    if not parse_context["include_reasoning"]:
+        return True
     parser = parser_for(bundle, settings)
     if parser is None or not settings.reasoning_parser:
         return None
-    if not parse_context["include_reasoning"]:
-        return True
     from parsers.types import ParseContext
 
     tools = parse_context["tools"]

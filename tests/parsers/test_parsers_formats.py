@@ -173,9 +173,19 @@ def test_tool_choice_required_parses_guided_array():
 def test_tool_choice_named_parses_bare_arguments():
     """A named tool_choice: the whole output is the arguments object (BR45), even without a tool parser."""
     choice = {"type": "function", "function": {"name": "get_weather"}}
-    for tool in ("llama3_json", None):
+    for tool in ("xlam", None):
         r = parse(None, tool, '{"city": "Paris"}', tool_choice=choice)
         assert r.tool_calls == (ToolCall(name="get_weather", arguments='{"city": "Paris"}'),)
+
+
+def test_llama_named_and_required_parse_the_native_calls():
+    """vLLM 0.33 constrains llama3_json's named/required choices with xgrammar's ``llama``
+    structural tag, so the model writes ``{"name": .., "parameters": ..}`` and that is parsed."""
+    text = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
+    for choice in ({"type": "function", "function": {"name": "get_weather"}}, "required"):
+        r = parse(None, "llama3_json", text, tool_choice=choice)
+        calls = [(c.name, json.loads(c.arguments)) for c in r.tool_calls]
+        assert calls == [("get_weather", {"city": "Paris"})]
 
 
 def test_parallel_false_and_include_reasoning_false():

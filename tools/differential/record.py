@@ -89,7 +89,58 @@ def cases(tok: Any) -> list[dict[str, Any]]:
                 "body": {"stream": True, "generate_chunk": {"request_id": "chatcmpl-m", "choices": [
                     {"index": 0, "token_ids": cut[:1], "finish_reason": "length"}], "metrics": metrics},
                     "chat_request": chat, "prompt_token_ids": [151644, 872, 198]}})
+    out += _newcomer_cases(tok, chat)
     return out
+
+
+def _newcomer_cases(tok: Any, chat: dict[str, Any]) -> list[dict[str, Any]]:
+    """Derender input checks: a stop string inside tool-call arguments, token ids outside the
+    vocabulary, duplicate choice ``index`` values, a choice without ``index``."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    call = tok.encode('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+                      '</tool_call>', add_special_tokens=False)
+    cut = next(k + 1 for k in range(len(call)) if "Pa" in tok.decode(call[: k + 1]))
+    with_tools = {**chat, "tools": tools, "stop": ["Pa"]}
+    chat_path, cmp_path = "/v1/chat/completions/derender", "/v1/completions/derender"
+    oov = len(tok) + 5000  # past the tokenizer and the embedding rows
+    gap = len(tok) + 10  # past the tokenizer, inside the padded embedding
+
+    def chat_case(name: str, choices: list[dict[str, Any]], req: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "path": chat_path, "body": {
+            "generate_response": {"request_id": "chatcmpl-n", "choices": choices},
+            "chat_request": req}}
+
+    def cmp_case(name: str, responses: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"name": name, "path": cmp_path, "body": {"generate_responses": responses}}
+
+    one = [{"index": 0, "token_ids": [9707]}]
+    return [
+        chat_case("chat_stop_string_in_tool_args_reported",
+                  [{"index": 0, "token_ids": call[:cut], "finish_reason": "stop", "stop_reason": "Pa"}],
+                  with_tools),
+        chat_case("chat_stop_string_in_tool_args_unreported",
+                  [{"index": 0, "token_ids": call[:cut], "finish_reason": "stop"}], with_tools),
+        chat_case("chat_stop_string_in_tool_args_whole_output",
+                  [{"index": 0, "token_ids": call, "finish_reason": "stop"}], with_tools),
+        chat_case("chat_token_id_out_of_vocab", [{"index": 0, "token_ids": [9707, oov]}], chat),
+        chat_case("chat_token_id_in_embedding_padding", [{"index": 0, "token_ids": [9707, gap]}], chat),
+        cmp_case("completion_token_id_out_of_vocab", [{"request_id": "c", "choices": [
+            {"index": 0, "token_ids": [9707, oov]}]}]),
+        {"name": "completion_stream_token_id_out_of_vocab", "path": cmp_path, "body": {
+            "stream": True, "completion_request": {"prompt": "x"}, "generate_chunk": {
+                "request_id": "c", "choices": [{"index": 0, "token_ids": [9707, oov]}]}}},
+        chat_case("chat_duplicate_choice_index", one + one, chat),
+        cmp_case("completion_duplicate_choice_index", [{"request_id": "c", "choices": one + one}]),
+        cmp_case("completion_same_index_in_two_responses", [{"request_id": "c", "choices": one},
+                                                            {"request_id": "d", "choices": one}]),
+        chat_case("chat_choice_without_index", [{"token_ids": [9707]}], chat),
+        cmp_case("completion_choice_without_index", [{"request_id": "c", "choices": [
+            {"token_ids": [9707]}]}]),
+        {"name": "chat_stream_choice_without_index", "path": chat_path, "body": {
+            "stream": True, "chat_request": chat, "generate_chunk": {
+                "request_id": "c", "choices": [{"token_ids": [9707]}]}}},
+    ]
 
 
 def main() -> None:

@@ -71,14 +71,16 @@ class Run:
             return r.status_code, {"raw": r.text[:500]}
 
     def record(self, area: str, example: Any, so: int, bo: Any, st: int, bt: Any,
-               deliberate: bool = False) -> bool:
+               deliberate: bool = False, adjusted: str | None = None) -> bool:
+        """``deliberate``: the whole case is a README difference; ``adjusted``: the name of a
+        README difference already taken out of ``bt`` by the caller (counts as deliberate when
+        nothing else differs)."""
         t = self.tally[area]
         t.total += 1
         t.ours_5xx += so >= 500
         t.vllm_5xx += st >= 500
         if deliberate:
             t.deliberate += 1
-            t.identical += 1
             return True
         if so != st:
             keys = {f"status ours {so} vs vLLM {st}": []}
@@ -89,8 +91,10 @@ class Run:
             o, th, used = normalise(area, bo, bt)
             paths = diff_paths(o, th)
             if not paths:
-                t.identical += 1
-                t.deliberate += bool(used)
+                if used or adjusted:
+                    t.deliberate += 1
+                else:
+                    t.identical += 1
                 return True
             keys = {}
             for item in paths:
@@ -206,6 +210,16 @@ def stream(run: Run, path: str, base_body: dict[str, Any], request_key: str,
     return 200, aggregate(chunks, chat=request_key == "chat_request")
 
 
+def without_strict(req: dict[str, Any]) -> dict[str, Any] | None:
+    """``req`` with ``strict`` taken out of its tools, or ``None`` when no tool has it."""
+    tools = req.get("tools")
+    if not isinstance(tools, list) or not any(
+            isinstance(t, dict) and "strict" in (t.get("function") or {}) for t in tools):
+        return None
+    return {**req, "tools": [{**t, "function": {k: v for k, v in t["function"].items()
+                                                if k != "strict"}} for t in tools]}
+
+
 def run_model(folder: Path, args: argparse.Namespace, ours_url: str, vllm_url: str) -> Run:
     from transformers import AutoTokenizer
 
@@ -226,11 +240,21 @@ def run_model(folder: Path, args: argparse.Namespace, ours_url: str, vllm_url: s
         path = "/v1/chat/completions/render" if kind == "chat" else "/v1/completions/render"
         so, bo = run.post(ours_url, path, req)
         st, bt = run.post(vllm_url, path, req)
-        return kind, req, path, so, bo, st, bt
+        adjusted = None
+        if so == st == 200 and without_strict(req) is not None \
+                and bo.get("token_ids") != bt.get("token_ids"):
+            # README: a tool's ``strict`` is not handed to the template; vLLM's prompt for the
+            # same request without it is the prompt we must render
+            s2, b2 = run.post(vllm_url, path, without_strict(req))
+            if s2 == 200:
+                bt = dict(bt, token_ids=b2["token_ids"], sampling_params={
+                    **bt["sampling_params"], "max_tokens": b2["sampling_params"].get("max_tokens")})
+                adjusted = "strict_not_in_template"
+        return kind, req, path, so, bo, st, bt, adjusted
 
     pool: list[tuple[dict[str, Any], list[int]]] = []
-    for kind, req, path, so, bo, st, bt in jobs.map(render_one, requests):
-        run.record("render", {"path": path, "body": req}, so, bo, st, bt)
+    for kind, req, path, so, bo, st, bt, adjusted in jobs.map(render_one, requests):
+        run.record("render", {"path": path, "body": req}, so, bo, st, bt, adjusted=adjusted)
         if kind == "chat" and so == st == 200 and not req.get("stop") and len(pool) < 400:
             pool.append((req, bt["token_ids"]))
     if not pool:
@@ -292,26 +316,51 @@ def derender_one(run: Run, i: int, out: dict[str, Any], pick: tuple[dict[str, An
     st, bt = run.post(vllm_url, path, body)
     example = {"path": path, "output_text": out["text"], "token_ids": ids, "finish": finish,
                key: chat_req if not completion else creq}
-    records.append(("derender batch", example, so, bo, st, bt))
+    records.append(("derender batch", example, so, bo, st, bt,
+                    so == st == 200 and calls_kept(bo, bt, finish)))
     for size in (1, None):
         so, bo = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], True)
         st, bt = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], False)
         ex = dict(example, chunking="one token" if size == 1 else f"random seed {out['chunks_seed']}")
-        deliberate = bool(chat_req.get("stop")) and st == 400 and so == 200
+        deliberate = (bool(chat_req.get("stop")) and st == 400 and so == 200) or (
+            so == st == 200 and calls_kept(bo, bt, finish))
         records.append(("derender stream", ex, so, bo, st, bt, deliberate))
     return records
 
 
+def _message_of(body: Any) -> dict[str, Any]:
+    if isinstance(body, dict) and isinstance(body.get("choices"), list) and body["choices"]:
+        return body["choices"][0].get("message") or {}
+    return body if isinstance(body, dict) else {}
+
+
+def calls_kept(ours: Any, theirs: Any, finish: str = "stop") -> bool:
+    """README "Deliberate differences": a call already parsed stays a call when later text of the
+    output is not a valid call (vLLM's batch then gives the whole output back as content: ours
+    has calls, vLLM none, and vLLM's content holds every one of our calls' names), and a call cut
+    off by ``finish_reason: "length"`` keeps its partial arguments (vLLM drops it)."""
+    o, t = _message_of(ours), _message_of(theirs)
+    names = [(c.get("function") or {}).get("name") for c in o.get("tool_calls") or []]
+    if names and not t.get("tool_calls") and finish == "length":
+        return True
+    content = t.get("content")
+    return bool(names) and not t.get("tool_calls") and isinstance(content, str) \
+        and all(isinstance(n, str) and n in content for n in names)
+
+
 def report(runs: list[Run], out: Path | None) -> str:
-    lines = ["| model | area | cases | identical | of which deliberate | kinds | 5xx ours | 5xx vLLM |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | area | cases | identical | deliberate | different | kinds | 5xx ours | 5xx vLLM |",
+             "|---|---|---|---|---|---|---|---|---|"]
     details: list[str] = []
     dump: dict[str, Any] = {}
     for r in runs:
         for area, t in r.tally.items():
-            share = 100.0 * t.identical / t.total if t.total else 100.0
-            lines.append(f"| {r.model} | {area} | {t.total} | {share:.1f}% | {t.deliberate} | "
-                         f"{len(t.kinds)} | {t.ours_5xx} | {t.vllm_5xx} |")
+            def pct(n: int, t: Tally = t) -> str:
+                return f"{100.0 * n / t.total:.1f}%" if t.total else "-"
+            different = t.total - t.identical - t.deliberate
+            lines.append(f"| {r.model} | {area} | {t.total} | {pct(t.identical)} | "
+                         f"{pct(t.deliberate)} | {pct(different)} | {len(t.kinds)} | "
+                         f"{t.ours_5xx} | {t.vllm_5xx} |")
             for key, k in sorted(t.kinds.items(), key=lambda kv: -kv[1].count):
                 details.append(f"\n[{r.model} / {area}] x{k.count}: {key}\n  input: "
                                f"{json.dumps(k.example, ensure_ascii=False)[:1500]}\n  ours:  "
@@ -357,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as e:
             print(f"   skipped: {e}", file=sys.stderr)
         print(report(runs[-1:], None).split("\n\n")[0], file=sys.stderr, flush=True)
+        if args.json is not None:  # so far, so a long run can be read while it goes on
+            report(runs, args.json)
     print(f"$ python -m tools.differential --models {args.models} --requests {args.requests} "
           f"--outputs {args.outputs} --seed {args.seed}")
     print(report(runs, args.json))
