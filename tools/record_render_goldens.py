@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -27,21 +26,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from differential.servers import wait_ready  # noqa: E402
 from render_golden_cases import CONFIGS, START_DATE, cases  # noqa: E402
-
-
-def _wait(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"vLLM exited with {proc.returncode}")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise SystemExit("vLLM did not become healthy")
 
 
 def record(config: str, vllm: str, port: int, shared: Path, log: Path) -> Path:
@@ -58,7 +44,7 @@ def record(config: str, vllm: str, port: int, shared: Path, log: Path) -> Path:
         proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait(url, proc, 600)
+        wait_ready(url, proc, 600)
         model = str(folder)  # relative to the checkout, so the goldens name no machine path
         rows = []
         for name, path, body in cases(config):

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from .servers import MODEL_FLAGS, _stop, _wait_ready
+from .servers import MODEL_FLAGS, _stop, wait_ready
 
 MODEL = "Qwen--Qwen3-0.6B"
 OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "vllm_derender_golden.json"
@@ -159,7 +159,7 @@ def main() -> None:
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{args.port}"
     try:
-        _wait_ready(url, proc, 300)
+        wait_ready(url, proc, 300)
         records = []
         for case in cases(tok):
             r = httpx.post(url + case["path"], json=case["body"], timeout=60)

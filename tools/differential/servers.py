@@ -31,7 +31,12 @@ MODEL_FLAGS: dict[str, list[str]] = {
 }
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Poll ``GET {url}/health`` each second until 200.
+
+    Raises:
+        RuntimeError: ``proc`` exited first, or ``timeout`` seconds passed.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -74,7 +79,7 @@ def both_servers(folder: Path, vllm_bin: str, ports: tuple[int, int], log_dir: P
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
         urls = (f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}")
         for url, proc in zip(urls, procs, strict=False):
-            _wait_ready(url, proc, timeout)
+            wait_ready(url, proc, timeout)
         yield urls
     finally:
         for proc in procs:
