@@ -13,6 +13,8 @@ State (a JSON-compatible dict, mutated in place and returned by the caller's fac
 * ``ctx`` (only for specs with ``tool_context``): the per-request value the body handler reads.
 * ``ws`` (specs with ``strip_reasoning_tail``): trailing reasoning whitespace held back.
 * ``pre`` (specs with a ``preamble``): whether the preamble is still to be sent.
+* ``er`` (specs with ``empty_reasoning``): an empty reasoning ``""`` is owed at finish (a
+  reasoning section was entered and no reasoning text has been sent yet).
 
 Cost per ``feed``: O(len(buf) + len(text)) regex work plus the body handler's own linear
 scan; nothing is re-read from earlier chunks. Markers are matched on text: the derender keeps
@@ -78,6 +80,8 @@ def start(
         st["ws"] = ""
     if spec.preamble:
         st["pre"] = True
+    if spec.empty_reasoning:
+        st["er"] = spec.modes[st["mode"]] == REASONING
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
         st["body"] = spec.body.start("", {**spec.body_options, **(options or {})})
     return st
@@ -139,7 +143,11 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
         if kind in (CONTENT, REASONING):
             _new_visit(spec, st, kind)
             _sink(kind, st, _joined(spec, st, kind, hold), out)
-    return _post(spec, st, out, final=True)
+    out = _post(spec, st, out, final=True)
+    if st.get("er"):
+        st["er"] = False
+        out.append((REASONING, ""))  # FormatSpec.empty_reasoning: the section was there, empty
+    return out
 
 
 def _post(spec: FormatSpec, st: dict[str, Any], events: list[Event], final: bool) -> list[Event]:
@@ -149,7 +157,7 @@ def _post(spec: FormatSpec, st: dict[str, Any], events: list[Event], final: bool
         st["pre"] = False
         events = [(CONTENT, spec.preamble), *events]
     if not spec.strip_reasoning_tail:
-        return events
+        return _owed(st, events)
     out: list[Event] = []
     for ev in events:
         if ev[0] == REASONING:
@@ -163,7 +171,14 @@ def _post(spec: FormatSpec, st: dict[str, Any], events: list[Event], final: bool
             out.append(ev)
     if final:
         st["ws"] = ""
-    return out
+    return _owed(st, out)
+
+
+def _owed(st: dict[str, Any], events: list[Event]) -> list[Event]:
+    """Clear the owed empty reasoning (``FormatSpec.empty_reasoning``) once reasoning text is sent."""
+    if st.get("er") and any(ev[0] == REASONING for ev in events):
+        st["er"] = False
+    return events
 
 
 def _may_grow(buf: str, start: int, info: _Mode) -> bool:
@@ -259,6 +274,8 @@ def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, ou
         st["hold"] = ""
     if sink == BODY and spec.reject_to_origin:
         st["from"] = st["mode"]
+    if "er" in st and sink == REASONING and spec.modes[st["mode"]] != REASONING:
+        st["er"] = True  # a marker opened reasoning (FormatSpec.empty_reasoning)
     st["mode"] = to
     if sink == BODY and spec.body is not None:
         st["body"] = spec.body.start("" if tr.keep else marker, spec.body_options)

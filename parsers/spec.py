@@ -199,6 +199,14 @@ class FormatSpec:
             ``strip_trailing_reasoning_whitespace``, e.g. ``\n</think>``).
         preamble: text sent as content once, before anything else of the output, even for
             an empty output (``minimax_m2_append_think`` prepends ``<think>``).
+        empty_reasoning: reasoning specs: when the result has reasoning ``""`` rather than
+            ``None`` although no reasoning text came (vLLM 0.33's ``BaseThinkingReasoningParser``
+            batch ``extract_reasoning``, which returns the text before the end marker even when
+            it is empty): ``True`` once the output started in a reasoning mode or a marker
+            opened one (R1 family: ``</think>x``, ``<think></think>x`` and an empty output
+            give ``""``; MiniMax M3 ``<mm:think></mm:think>x``); ``False`` (default): empty
+            reasoning is ``None`` (vLLM engine parsers). The engine sends the ``""`` at
+            finish (``Delta.reasoning == ""``).
         drop_unknown_tools: tool specs only: calls to tools the request did not declare are
             dropped and later calls renumbered (SGLang's detectors validate names against
             ``tools``; used by the SGLang aliases). Only the names are kept in the state.
@@ -234,6 +242,7 @@ class FormatSpec:
     strip_reasoning_tail: bool = False
     preamble: str = ""
     drop_unknown_tools: bool = False
+    empty_reasoning: bool = False
 
     def __post_init__(self) -> None:
         _check(self)

@@ -19,7 +19,7 @@ def _mode(kwargs: Mapping[str, Any]) -> str:
     return IDENTITY_MODE if (kwargs.get("reasoning_effort") or "no_think") == "no_think" else REASONING_MODE
 
 
-SPEC = think_spec("hy_v3", identity=True, choose_mode=ignore_prompt(_mode))
+SPEC = think_spec("hy_v3", identity=True, choose_mode=ignore_prompt(_mode), empty_reasoning=True)
 
 
 def _v4_mode(kwargs: Mapping[str, Any]) -> str:
@@ -29,4 +29,4 @@ def _v4_mode(kwargs: Mapping[str, Any]) -> str:
 #: ``hy_v4`` (vLLM 0.33 ``HYV4ReasoningParser``): the same ``<think>`` grammar, but the chat
 #: template's default ``reasoning_effort`` is ``"high"``: thinking unless ``"no_think"``.
 #: Checkpoints with suffixed structural tokens (``<think:6124c78e>``) are not read here.
-HY_V4 = think_spec("hy_v4", identity=True, choose_mode=ignore_prompt(_v4_mode))
+HY_V4 = think_spec("hy_v4", identity=True, choose_mode=ignore_prompt(_v4_mode), empty_reasoning=True)

@@ -105,7 +105,7 @@ def _message(
             }
             for tc in out.tool_calls
         ],
-        "reasoning": out.reasoning or None,
+        "reasoning": out.reasoning or ("" if out.empty_reasoning else None),
     }
     if not message["tool_calls"]:
         del message["tool_calls"]

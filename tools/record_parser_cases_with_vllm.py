@@ -1,0 +1,173 @@
+"""Record conformance cases from vLLM 0.33's own parser classes.
+
+Run in a venv with vllm==0.33.0 (not a project dependency), from the worktree root:
+
+    VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 ~/vllm/bin/python tools/record_parser_cases_with_vllm.py
+
+For every input in ``INPUTS`` it composes vLLM's parser for the (reasoning, tool) pair the way its
+chat serving does (``ParserManager.get_parser`` + the per-request constructor with the request's
+``tools`` and ``chat_template_kwargs``), runs the batch ``parse`` and writes the result as a case
+of ``tests/parsers/cases/vllm033_measured.jsonl`` (the shape of ``parser_cases.jsonl``). The
+tokenizer is Qwen3's from ``../shared/models`` with the input's marker texts added as special
+tokens, so markers are single tokens as in the model's own vocabulary. Our streaming equals our
+batch by construction, so every case is checked in both modes; where vLLM's one-token-per-delta
+streaming gave something else, the case's notes say what.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoTokenizer
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.parser.parser_manager import ParserManager
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "parsers" / "cases" / "vllm033_measured.jsonl"
+MODEL = ROOT.parent / "shared" / "models" / "Qwen--Qwen3-0.6B"
+
+THINK = ["<think>", "</think>"]
+R1_FAMILY = ["deepseek_r1", "step5", "holo2", "ernie45", "hy_v4", "k2_horizon"]
+
+
+def _think_cases() -> list[dict[str, Any]]:
+    """Empty reasoning: "" (vLLM's legacy BaseThinkingReasoningParser batch) or null (engine)."""
+    out = []
+    texts = {
+        "shortest": "</think>This is the rest",
+        "empty_think": "<think></think>answer",
+        "empty_output": "",
+    }
+    pairs = {"k2_horizon": ("<ifm|think>", "</ifm|think>"), "minimax_m3": ("<mm:think>", "</mm:think>")}
+    names = [*R1_FAMILY, "qwen3", "glm45", "kimi_k2", "minimax_m3", "seed_oss", "mimo", "nemotron_v3"]
+    for name in names:
+        start, end = pairs.get(name, ("<think>", "</think>"))
+        if name == "seed_oss":
+            start, end = "<seed:think>", "</seed:think>"
+        for key, text in texts.items():
+            if name == "minimax_m3" and key == "empty_output":
+                continue  # content "" (not null) for an empty output is the derender's rule
+            text = text.replace("</think>", end).replace("<think>", start)
+            out.append({"id": f"{name}/{key}", "reasoning": name, "text": text, "extra": [start, end]})
+    for name, kwargs in (
+        ("deepseek_v3", {"thinking": True}),
+        ("poolside_v1", {"thinking": True}),
+        ("hy_v3", {"reasoning_effort": "high"}),
+        ("minimax_m3", {"thinking_mode": "enabled"}),
+    ):
+        start, end = pairs.get(name, ("<think>", "</think>"))
+        for key, text in (("shortest", f"{end}This is the rest"), ("empty_think", f"{start}{end}answer")):
+            out.append(
+                {
+                    "id": f"{name}/{key}/thinking",
+                    "reasoning": name,
+                    "text": text,
+                    "kwargs": kwargs,
+                    "extra": [start, end, "<assistant>"],
+                }
+            )
+    return out
+
+
+INPUTS: list[dict[str, Any]] = [*_think_cases()]
+
+
+def _request(item: dict[str, Any]) -> ChatCompletionRequest:
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    if item.get("tools"):
+        body |= {"tools": item["tools"], "tool_choice": item.get("tool_choice", "auto")}
+    if item.get("kwargs"):
+        body["chat_template_kwargs"] = item["kwargs"]
+    return ChatCompletionRequest(**body)
+
+
+def _parser(item: dict[str, Any], tok: Any, request: ChatCompletionRequest) -> Any:
+    cls = ParserManager.get_parser(
+        tool_parser_name=item.get("tool"),
+        reasoning_parser_name=item.get("reasoning"),
+        enable_auto_tools=True,
+        tokenizer=tok,
+    )
+    return cls(tok, request.tools, chat_template_kwargs=item.get("kwargs") or {}, model_config=None)
+
+
+def _stream(item: dict[str, Any], tok: Any, request: ChatCompletionRequest) -> dict[str, Any]:
+    parser = _parser(item, tok, request)
+    ids = tok.encode(item["text"], add_special_tokens=False)
+    reasoning = content = None
+    calls: dict[int, list[str]] = {}
+    for i, token in enumerate(ids):
+        delta = parser.parse_delta(tok.decode([token]), [token], request, [], finished=i == len(ids) - 1)
+        if delta is None:
+            continue
+        if delta.reasoning is not None:
+            reasoning = (reasoning or "") + delta.reasoning
+        if delta.content is not None:
+            content = (content or "") + delta.content
+        for tc in delta.tool_calls or []:
+            entry = calls.setdefault(tc.index, ["", ""])
+            entry[0] += (tc.function.name or "") if tc.function else ""
+            entry[1] += (tc.function.arguments or "") if tc.function else ""
+    return {
+        "content": content,
+        "reasoning": reasoning,
+        "tool_calls": [{"name": n, "arguments": a} for n, a in calls.values()],
+    }
+
+
+def main() -> None:
+    lines = []
+    for item in INPUTS:
+        tok = AutoTokenizer.from_pretrained(str(MODEL))
+        tok.add_tokens([t for t in item.get("extra", []) if t not in tok.get_vocab()], special_tokens=True)
+        request = _request(item)
+        reasoning, content, tool_calls = _parser(item, tok, request).parse(
+            item["text"],
+            request,
+            enable_auto_tools=True,
+            model_output_token_ids=tok.encode(item["text"], add_special_tokens=False),
+        )
+        expected = {
+            "content": content,
+            "reasoning": reasoning,
+            "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in tool_calls or []],
+        }
+        stream = _stream(item, tok, request)
+        notes = item.get("notes", "")
+        if stream != expected:
+            notes = (
+                notes + " " if notes else ""
+            ) + f"vLLM streaming (one token per delta) gave {json.dumps(stream)}."
+        kind = "tool" if item.get("tool") else "reasoning"
+        case = {
+            "id": f"measured/{item['id']}",
+            "source": "vLLM 0.33 parser classes, batch (tools/record_parser_cases_with_vllm.py)",
+            "parser_kind": kind,
+            "parser": item.get("tool") or item["reasoning"],
+            "model": "n/a",
+            "model_output": item["text"],
+            "request": {
+                k: v
+                for k, v in (
+                    ("tools", item.get("tools")),
+                    ("tool_choice", item.get("tool_choice")),
+                    ("chat_template_kwargs", item.get("kwargs")),
+                )
+                if v
+            }
+            or None,
+            "expected": expected,
+            "notes": notes,
+            "modes": ["batch", "streaming"],
+        }
+        if kind == "tool" and item.get("reasoning"):
+            case["reasoning_parser"] = item["reasoning"]
+        lines.append(json.dumps(case, ensure_ascii=False))
+        print(case["id"], json.dumps(expected, ensure_ascii=False)[:160])
+    OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
