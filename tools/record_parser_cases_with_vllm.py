@@ -71,7 +71,100 @@ def _think_cases() -> list[dict[str, Any]]:
     return out
 
 
-INPUTS: list[dict[str, Any]] = [*_think_cases()]
+CITY_TOOL = [
+    {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+#: JSON arguments with ``\\uXXXX`` escapes (a BMP letter, a surrogate pair, an ASCII letter) next
+#: to escapes that must stay escaped (quote, newline, backslash), and generated spacing.
+ESCAPED_ARGS = '{"city":"M\\u00fcnster \\ud83d\\ude00 \\u0041 \\/ \\"q\\" \\n \\\\",  "n" :1}'
+DS_CALL = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+DS_END = "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+ESCAPE_OUTPUTS = {
+    "hermes": ('<tool_call>{"name": "f", "arguments": ARGS}</tool_call>', ["<tool_call>", "</tool_call>"]),
+    "llama3_json": ('{"name": "f", "parameters": ARGS}', ["<|python_tag|>"]),
+    "mistral": ('[TOOL_CALLS][{"name": "f", "arguments": ARGS}]', ["[TOOL_CALLS]"]),
+    "granite": ('<|tool_call|>[{"name": "f", "arguments": ARGS}]', ["<|tool_call|>"]),
+    "granite4": ('<tool_call>{"name": "f", "arguments": ARGS}</tool_call>', ["<tool_call>", "</tool_call>"]),
+    "xlam": ('[{"name": "f", "arguments": ARGS}]', []),
+    "jamba": (
+        '<tool_calls>[{"name": "f", "arguments": ARGS}]</tool_calls>',
+        ["<tool_calls>", "</tool_calls>"],
+    ),
+    "internlm": (
+        '<|action_start|><|plugin|>{"name": "f", "parameters": ARGS}<|action_end|>',
+        ["<|action_start|>", "<|plugin|>", "<|action_end|>"],
+    ),
+    "hunyuan_a13b": (
+        '<tool_calls>[{"name": "f", "arguments": ARGS}]</tool_calls>',
+        ["<tool_calls>", "</tool_calls>"],
+    ),
+    "longcat": (
+        '<longcat_tool_call>{"name": "f", "arguments": ARGS}</longcat_tool_call>',
+        ["<longcat_tool_call>", "</longcat_tool_call>"],
+    ),
+    "ernie45": ('<tool_call>{"name": "f", "arguments": ARGS}</tool_call>', ["<tool_call>", "</tool_call>"]),
+    "phi4_mini_json": ('functools[{"name": "f", "arguments": ARGS}]', []),
+    "kimi_k2": (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>ARGS"
+        "<|tool_call_end|><|tool_calls_section_end|>",
+        [
+            "<|tool_calls_section_begin|>",
+            "<|tool_call_begin|>",
+            "<|tool_call_argument_begin|>",
+            "<|tool_call_end|>",
+            "<|tool_calls_section_end|>",
+        ],
+    ),
+    "deepseek_v3": (
+        DS_CALL + "function<｜tool▁sep｜>f\n```json\nARGS\n```" + DS_END,
+        [
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁sep｜>",
+            "<｜tool▁call▁end｜>",
+            "<｜tool▁calls▁end｜>",
+        ],
+    ),
+    "deepseek_v31": (
+        DS_CALL + "f<｜tool▁sep｜>ARGS" + DS_END,
+        [
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁sep｜>",
+            "<｜tool▁call▁end｜>",
+            "<｜tool▁calls▁end｜>",
+        ],
+    ),
+    "qwen3_json": (
+        '<tool_call>{"name": "f", "arguments": ARGS}</tool_call>',
+        ["<tool_call>", "</tool_call>"],
+    ),
+}
+
+
+def _escape_cases() -> list[dict[str, Any]]:
+    """``\\uXXXX`` escapes in JSON arguments: vLLM's batch re-serialises (or keeps) them."""
+    out = []
+    for name, (text, extra) in ESCAPE_OUTPUTS.items():
+        out.append(
+            {
+                "id": f"{name}/unicode_escapes",
+                "tool": name,
+                "text": text.replace("ARGS", ESCAPED_ARGS),
+                "tools": CITY_TOOL,
+                "extra": extra,
+            }
+        )
+    return out
+
+
+INPUTS: list[dict[str, Any]] = [*_think_cases(), *_escape_cases()]
 
 
 def _request(item: dict[str, Any]) -> ChatCompletionRequest:
