@@ -279,6 +279,9 @@ def get_parser(
     rspec = get_spec("reasoning", reasoning_parser, tokenizer_config=config) if reasoning_parser else None
     tspec = get_spec("tool", tool_call_parser, tokenizer_config=config) if tool_call_parser else None
     vocab = vocab or {}
+    if vocab or config:  # FormatSpec.adapt: markers that depend on the checkpoint
+        rspec = rspec.adapt(vocab, config or {}) if rspec is not None and rspec.adapt else rspec
+        tspec = tspec.adapt(vocab, config or {}) if tspec is not None and tspec.adapt else tspec
     texts = [t for s in (rspec, tspec) if s is not None for t in s.markers.values()]
     marker_ids = frozenset(vocab[t] for t in texts if t in vocab)
     prompt_ids: tuple[int | None, int | None, frozenset[int]] = (None, None, frozenset())

@@ -207,6 +207,9 @@ class FormatSpec:
             give ``""``; MiniMax M3 ``<mm:think></mm:think>x``); ``False`` (default): empty
             reasoning is ``None`` (vLLM engine parsers). The engine sends the ``""`` at
             finish (``Delta.reasoning == ""``).
+        adapt: the spec to use for a model's ``(vocab, tokenizer_config)`` (``get_parser`` calls
+            it when it is given a vocab or config), for checkpoints whose marker tokens carry a
+            per-checkpoint suffix (Hunyuan ``<think:6124c78e>``).
         drop_unknown_tools: tool specs only: calls to tools the request did not declare are
             dropped and later calls renumbered (SGLang's detectors validate names against
             ``tools``; used by the SGLang aliases). Only the names are kept in the state.
@@ -243,6 +246,7 @@ class FormatSpec:
     preamble: str = ""
     drop_unknown_tools: bool = False
     empty_reasoning: bool = False
+    adapt: Callable[[Mapping[str, int], Mapping[str, Any]], FormatSpec] | None = None
 
     def __post_init__(self) -> None:
         _check(self)

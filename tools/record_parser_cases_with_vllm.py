@@ -8,8 +8,8 @@ For every input in ``INPUTS`` it composes vLLM's parser for the (reasoning, tool
 chat serving does (``ParserManager.get_parser`` + the per-request constructor with the request's
 ``tools`` and ``chat_template_kwargs``), runs the batch ``parse`` and writes the result as a case
 of ``tests/parsers/cases/vllm033_measured.jsonl`` (the shape of ``parser_cases.jsonl``). The
-tokenizer is Qwen3's from ``../shared/models`` with the input's marker texts added as special
-tokens, so markers are single tokens as in the model's own vocabulary. Our streaming equals our
+tokenizer is Qwen3's (Llama 3.1's where the case says so) from ``../shared/models`` with the
+input's marker texts added as special tokens, so markers are single tokens as in the model's own vocabulary. Our streaming equals our
 batch by construction, so every case is checked in both modes; where vLLM's one-token-per-delta
 streaming gave something else, the case's notes say what.
 """
@@ -27,6 +27,8 @@ from vllm.parser.parser_manager import ParserManager
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "parsers" / "cases" / "vllm033_measured.jsonl"
 MODEL = ROOT.parent / "shared" / "models" / "Qwen--Qwen3-0.6B"
+#: A vocabulary without Qwen's plain ``<think>``/``<tool_call>`` tokens (for suffixed-token cases).
+LLAMA = ROOT.parent / "shared" / "models" / "meta-llama--Llama-3.1-8B-Instruct"
 
 THINK = ["<think>", "</think>"]
 R1_FAMILY = ["deepseek_r1", "step5", "holo2", "ernie45", "hy_v4", "k2_horizon"]
@@ -164,7 +166,58 @@ def _escape_cases() -> list[dict[str, Any]]:
     return out
 
 
-INPUTS: list[dict[str, Any]] = [*_think_cases(), *_escape_cases()]
+WEATHER_TOOL = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            },
+        },
+    }
+]
+
+
+def _hy_suffix_cases() -> list[dict[str, Any]]:
+    """HY-V4 checkpoints whose structural tokens carry a suffix (read from the vocabulary)."""
+    sfx = ":6124c78e"
+    tags = ["think", "tool_calls", "tool_call", "arg_key", "arg_value"]
+    extra = [f"<{t}{sfx}>" for t in tags] + [f"</{t}{sfx}>" for t in tags]
+    call = (
+        f"<tool_calls{sfx}><tool_call{sfx}>get_weather<arg_key{sfx}>city</arg_key{sfx}><arg_value{sfx}>Paris"
+        f"</arg_value{sfx}><arg_key{sfx}>days</arg_key{sfx}><arg_value{sfx}>3</arg_value{sfx}></tool_call{sfx}>"
+        f"</tool_calls{sfx}>"
+    )
+    return [
+        {
+            "id": "hy_v4/suffixed_think",
+            "reasoning": "hy_v4",
+            "text": f"plan</think{sfx}>answer",
+            "extra": extra,
+            "llama": True,
+        },
+        {
+            "id": "hy_v4/suffixed_plain_think_is_text",
+            "reasoning": "hy_v4",
+            "text": "a</think>b",
+            "extra": extra,
+            "llama": True,
+        },
+        {
+            "id": "hy_v4/suffixed_call",
+            "reasoning": "hy_v4",
+            "tool": "hy_v4",
+            "tools": WEATHER_TOOL,
+            "text": f"plan</think{sfx}>ok{call}",
+            "extra": extra,
+            "llama": True,
+        },
+    ]
+
+
+INPUTS: list[dict[str, Any]] = [*_think_cases(), *_escape_cases(), *_hy_suffix_cases()]
 
 
 def _request(item: dict[str, Any]) -> ChatCompletionRequest:
@@ -213,7 +266,7 @@ def _stream(item: dict[str, Any], tok: Any, request: ChatCompletionRequest) -> d
 def main() -> None:
     lines = []
     for item in INPUTS:
-        tok = AutoTokenizer.from_pretrained(str(MODEL))
+        tok = AutoTokenizer.from_pretrained(str(LLAMA if item.get("llama") else MODEL))
         tok.add_tokens([t for t in item.get("extra", []) if t not in tok.get_vocab()], special_tokens=True)
         request = _request(item)
         reasoning, content, tool_calls = _parser(item, tok, request).parse(
@@ -255,6 +308,8 @@ def main() -> None:
             "notes": notes,
             "modes": ["batch", "streaming"],
         }
+        if item.get("llama"):  # the model's own special tokens: the suffix is read from them
+            case["vocab_tokens"] = item["extra"]
         if kind == "tool" and item.get("reasoning"):
             case["reasoning_parser"] = item["reasoning"]
         lines.append(json.dumps(case, ensure_ascii=False))
