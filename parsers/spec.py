@@ -207,6 +207,11 @@ class FormatSpec:
             give ``""``; MiniMax M3 ``<mm:think></mm:think>x``); ``False`` (default): empty
             reasoning is ``None`` (vLLM engine parsers). The engine sends the ``""`` at
             finish (``Delta.reasoning == ""``).
+        strip_content_start: reasoning specs: characters dropped from the start of the content
+            that follows the end of reasoning (Granite 4.2 thinking: ``"\\n"``, its template
+            writes ``\\n</think>\\n``); state ``sl`` while only such characters came.
+        recover_newlines: reasoning specs: literal ``\\n`` escapes in reasoning and content become
+            newlines outside code and LaTeX (MiniCPM-V; :mod:`parsers.newlines`), state ``nl``.
         adapt: the spec to use for a model's ``(vocab, tokenizer_config)`` (``get_parser`` calls
             it when it is given a vocab or config), for checkpoints whose marker tokens carry a
             per-checkpoint suffix (Hunyuan ``<think:6124c78e>``).
@@ -246,6 +251,8 @@ class FormatSpec:
     preamble: str = ""
     drop_unknown_tools: bool = False
     empty_reasoning: bool = False
+    strip_content_start: str = ""
+    recover_newlines: bool = False
     adapt: Callable[[Mapping[str, int], Mapping[str, Any]], FormatSpec] | None = None
 
     def __post_init__(self) -> None:

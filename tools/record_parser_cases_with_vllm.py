@@ -9,7 +9,8 @@ chat serving does (``ParserManager.get_parser`` + the per-request constructor wi
 ``tools`` and ``chat_template_kwargs``), runs the batch ``parse`` and writes the result as a case
 of ``tests/parsers/cases/vllm033_measured.jsonl`` (the shape of ``parser_cases.jsonl``). The
 tokenizer is Qwen3's (Llama 3.1's where the case says so) from ``../shared/models`` with the
-input's marker texts added as special tokens, so markers are single tokens as in the model's own vocabulary. Our streaming equals our
+input's marker texts added as special tokens, so markers are single tokens as in the model's
+own vocabulary. Our streaming equals our
 batch by construction, so every case is checked in both modes; where vLLM's one-token-per-delta
 streaming gave something else, the case's notes say what.
 """
@@ -217,7 +218,36 @@ def _hy_suffix_cases() -> list[dict[str, Any]]:
     ]
 
 
-INPUTS: list[dict[str, Any]] = [*_think_cases(), *_escape_cases(), *_hy_suffix_cases()]
+def _format_gap_cases() -> list[dict[str, Any]]:
+    """Granite 4.2 thinking's leading content newline; MiniCPM-V's literal ``\\n`` pairs."""
+    out: list[dict[str, Any]] = []
+    granite = {
+        "template_newline": "plan\n</think>\nanswer",
+        "two_newlines": "plan</think>\n\nanswer",
+        "only_newline": "plan</think>\n",
+        "newline_then_text_later": "plan</think>\n \nx",
+    }
+    for key, text in granite.items():
+        out.append(
+            {
+                "id": f"granite_thinking_parser/{key}",
+                "reasoning": "granite_thinking_parser",
+                "text": text,
+                "extra": THINK,
+            }
+        )
+    minicpmv = {
+        "literal_newlines": "plan</think>line1\\nline2\\n\\nend",
+        "in_code": "plan</think>a\\nb `x\\ny` ```\\nc\\n``` d",
+        "in_latex": "plan</think>$a\\nb$ and \\(x\\ny\\) then\\nz",
+        "in_reasoning": "p\\nq</think>r",
+    }
+    for key, text in minicpmv.items():
+        out.append({"id": f"minicpmv/{key}", "reasoning": "minicpmv", "text": text, "extra": THINK})
+    return out
+
+
+INPUTS: list[dict[str, Any]] = [*_think_cases(), *_escape_cases(), *_hy_suffix_cases(), *_format_gap_cases()]
 
 
 def _request(item: dict[str, Any]) -> ChatCompletionRequest:
