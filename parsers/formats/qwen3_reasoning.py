@@ -16,7 +16,6 @@ Wire format: ``[<think>]reasoning</think>content``; the chat template usually pr
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
