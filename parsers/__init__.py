@@ -74,14 +74,14 @@ _REASONING: dict[str, str] = {
     "cohere_command4": "parsers.formats.cohere_command_reasoning:CMD4",
     "deepseek_v4": "parsers.formats.deepseek_v4_reasoning:SPEC",
     "deepseek_v41": "parsers.formats.deepseek_v4_reasoning:V41",
-    "granite_thinking_parser": "parsers.formats.nemotron_v3_reasoning:SPEC",  # Nemotron V3 grammar
+    "granite_thinking_parser": "parsers.formats.nemotron_v3_reasoning:GRANITE_THINKING",
     "hy_v4": "parsers.formats.hy_v3_reasoning:HY_V4",
     "inkling": "parsers.formats.inkling_reasoning:SPEC",
     "k2_horizon": "parsers.formats.k2_horizon_reasoning:SPEC",
     "kimi_k3": "parsers.formats.kimi_k3_reasoning:SPEC",
     "ling3": "parsers.formats.glm45_reasoning:SPEC",  # vLLM: the GLM-4.7 engine, thinking default on
     "mimo": "parsers.formats.qwen3_reasoning:SPEC",  # vLLM: qwen3_config(enable_thinking)
-    "minicpmv": "parsers.formats.qwen3_reasoning:SPEC",  # vLLM: the qwen3 grammar
+    "minicpmv": "parsers.formats.qwen3_reasoning:MINICPMV",  # vLLM: the qwen3 grammar + newlines
     "minimax_m3": "parsers.formats.minimax_m3_reasoning:SPEC",
     "muse": "parsers.formats.muse_reasoning:SPEC",
     "muse_glimmer": "parsers.formats.muse_reasoning:SPEC",
@@ -279,6 +279,9 @@ def get_parser(
     rspec = get_spec("reasoning", reasoning_parser, tokenizer_config=config) if reasoning_parser else None
     tspec = get_spec("tool", tool_call_parser, tokenizer_config=config) if tool_call_parser else None
     vocab = vocab or {}
+    if vocab or config:  # FormatSpec.adapt: markers that depend on the checkpoint
+        rspec = rspec.adapt(vocab, config or {}) if rspec is not None and rspec.adapt else rspec
+        tspec = tspec.adapt(vocab, config or {}) if tspec is not None and tspec.adapt else tspec
     texts = [t for s in (rspec, tspec) if s is not None for t in s.markers.values()]
     marker_ids = frozenset(vocab[t] for t in texts if t in vocab)
     prompt_ids: tuple[int | None, int | None, frozenset[int]] = (None, None, frozenset())

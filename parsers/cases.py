@@ -67,6 +67,8 @@ class Case:
         model: the case's model name (chooses the tokenizer).
         notes: the case notes (tell which nulls are not asserted).
         is_reasoning_end: whether reasoning has ended after the whole output (parser cases).
+        vocab_tokens: special tokens of the case's model vocabulary (parser cases'
+            ``vocab_tokens``), for formats whose markers depend on it (Hunyuan suffixes).
     """
 
     id: str
@@ -82,6 +84,7 @@ class Case:
     model: str = ""
     notes: str = ""
     is_reasoning_end: bool | None = None
+    vocab_tokens: tuple[str, ...] = ()
 
 
 def load(path: str | Path) -> list[Case]:
@@ -115,6 +118,7 @@ def from_parser_case(raw: dict[str, Any]) -> list[Case]:
             model=raw.get("model", ""),
             notes=raw.get("notes", ""),
             is_reasoning_end=raw.get("is_reasoning_end"),
+            vocab_tokens=tuple(raw.get("vocab_tokens") or ()),
         )
     ]
 

@@ -61,7 +61,9 @@ def run_case(case: Case, mode: str) -> list[Failure]:
         return [NOT_IMPLEMENTED]
     folder = model_folder(case.model)
     tok = tokenizer(folder) if folder is not None else None
-    parser = get_parser(case.reasoning, case.tool, vocab=tok.get_vocab() if tok is not None else None)
+    vocab = dict(tok.get_vocab()) if tok is not None else {}
+    vocab |= {t: len(vocab) + i for i, t in enumerate(case.vocab_tokens) if t not in vocab}
+    parser = get_parser(case.reasoning, case.tool, vocab=vocab or None)
     ctx = ParseContext(**case.ctx)
     prompt = tok.encode(case.prompt, add_special_tokens=False) if tok is not None and case.prompt else None
     if mode == "batch":

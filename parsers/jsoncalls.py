@@ -50,6 +50,9 @@ class JsonCalls:
             vLLM mistral pre-v11, xlam and gigachat3 keep string arguments as they are.
             Without it a string argument is still withheld, and decoded once when it holds a
             JSON object (never double-encoded); other strings stay JSON strings.
+        raw_args: object/array arguments are sent exactly as generated (spacing and escapes;
+            vLLM 0.33 granite), instead of as vLLM's batch ``json.dumps(json.loads(..),
+            ensure_ascii=False)`` writes them (see ``_normalise``).
         close: text that must follow the JSON (after optional whitespace) for the body to be
             a call (granite4 ``</tool_call>``). The body's calls are then *atomic*: withheld
             until ``close`` arrives and emitted whole, and the body is rejected (its raw text
@@ -70,6 +73,7 @@ class JsonCalls:
             "commits": 0,
             "req": bool(options.get("require_args")),
             "dec": bool(options.get("decode_string_args")),
+            "raw_args": bool(options.get("raw_args")),
             "close": options.get("close"),
         }
         if st["close"]:
@@ -208,7 +212,7 @@ def _open_value(st: dict[str, Any], c: str, ev: list[Event]) -> str:
             return "bad"
         st.update(vk="name", pend_name="")
     elif key in st["ak"] and not st["has"]:
-        st.update(vk="args", has=True, sc=c not in '{["', ds=c == '"', ns=False, nx=False)
+        st.update(vk="args", has=True, sc=c not in '{["', ds=c == '"', ns=False, nb="")
         if c not in "{[":  # objects/arrays commit once their first token is seen (_value)
             _maybe_commit(st, ev)
     else:
@@ -340,8 +344,8 @@ def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
     if st["vk"] == "name":
         st["pend_name"] += piece
     elif st["vk"] == "args":
-        if not st["sc"] and not st["ds"] and not st.get("fixed"):  # a bare arguments value: verbatim
-            piece = _normalise(st, piece)
+        if not st["sc"] and not st["ds"] and not st.get("fixed") and not st["raw_args"]:
+            piece = _normalise(st, piece)  # a bare arguments value (named choice): verbatim
         if st["sent"] and not st["sc"] and not st["ds"]:
             ev.append(("args", piece))
         else:
@@ -349,20 +353,31 @@ def _value_out(st: dict[str, Any], piece: str, ev: list[Event]) -> None:
 
 
 def _normalise(st: dict[str, Any], piece: str) -> str:
-    """Object/array arguments text re-spaced as ``json.dumps`` writes it (``", "`` and ``": "``
-    separators, no other whitespace outside strings), incrementally (``ns``: inside a string,
-    ``nx``: an escape pending), so streamed fragments join to what vLLM 0.33's batch
-    ``json.dumps(arguments, ensure_ascii=False)`` gives; string contents stay as generated."""
+    """Object/array arguments text re-written as ``json.dumps(..., ensure_ascii=False)`` writes
+    it after ``json.loads`` (vLLM 0.33's batch): ``", "`` and ``": "`` separators, no other
+    whitespace outside strings, and inside strings each escape in its canonical form
+    (``\\u00fc`` → ``ü``, a ``\\ud83d\\ude00`` pair → one character, ``\\/`` → ``/``,
+    ``\\u000a`` → ``\\n``; ``\\"``, ``\\\\`` and control characters stay escaped). Incremental
+    (``ns``: inside a string, ``nb``: an escape not yet complete, at most 12 characters), so
+    streamed fragments join to the batch result."""
     out: list[str] = []
-    for c in piece:
+    for i, c in enumerate(piece):
         if st["ns"]:
-            if st["nx"]:
-                st["nx"] = False
-            elif c == "\\":
-                st["nx"] = True
+            if st["nb"] or c == "\\":
+                st["nb"] += c
+                text, rest = _unescape(st["nb"])
+                if text is None:
+                    continue
+                out.append(text)
+                st["nb"] = ""
+                if rest:  # not part of the escape after all: read again as string text
+                    out.append(_normalise(st, rest + piece[i + 1 :]))
+                    break
             elif c == '"':
                 st["ns"] = False
-            out.append(c)
+                out.append(c)
+            else:
+                out.append(c)
         elif c == '"':
             st["ns"] = True
             out.append(c)
@@ -373,6 +388,40 @@ def _normalise(st: dict[str, Any], piece: str) -> str:
         else:
             out.append(c)
     return "".join(out)
+
+
+#: ``json.dumps(..., ensure_ascii=False)`` forms of the one-character JSON escapes.
+_SIMPLE_ESCAPES = {'"': '\\"', "\\": "\\\\", "/": "/"} | {k: "\\" + k for k in "bfnrt"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _unescape(buf: str) -> tuple[str | None, str]:
+    """The canonical form of the escape at the start of ``buf`` (``\\`` + at least one
+    character) and the text after it, or ``(None, "")`` while it may still grow. Malformed
+    escapes and lone surrogates stay as written."""
+    if len(buf) < 2:
+        return None, ""
+    if buf[1] != "u":
+        return _SIMPLE_ESCAPES.get(buf[1], buf[:2]), buf[2:]
+    bad = next((i for i in range(2, min(len(buf), 6)) if buf[i] not in _HEX), None)
+    if bad is not None:
+        return buf[:bad], buf[bad:]
+    if len(buf) < 6:
+        return None, ""
+    code = int(buf[2:6], 16)
+    if 0xD800 <= code < 0xDC00:  # a high surrogate: one character with the low one after it
+        tail = buf[6:12]
+        if not "\\u".startswith(tail[:2]) or any(ch not in _HEX for ch in tail[2:]):
+            return buf[:6], buf[6:]
+        if len(buf) < 12:
+            return None, ""
+        low = int(buf[8:12], 16)
+        if not 0xDC00 <= low < 0xE000:
+            return buf[:6], buf[6:]
+        return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)), buf[12:]
+    if 0xDC00 <= code < 0xE000:
+        return buf[:6], buf[6:]
+    return json.dumps(chr(code), ensure_ascii=False)[1:-1], buf[6:]
 
 
 def _value_done(st: dict[str, Any], ev: list[Event]) -> None:

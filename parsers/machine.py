@@ -13,6 +13,8 @@ State (a JSON-compatible dict, mutated in place and returned by the caller's fac
 * ``ctx`` (only for specs with ``tool_context``): the per-request value the body handler reads.
 * ``ws`` (specs with ``strip_reasoning_tail``): trailing reasoning whitespace held back.
 * ``pre`` (specs with a ``preamble``): whether the preamble is still to be sent.
+* ``er`` (specs with ``empty_reasoning``): an empty reasoning ``""`` is owed at finish (a
+  reasoning section was entered and no reasoning text has been sent yet).
 
 Cost per ``feed``: O(len(buf) + len(text)) regex work plus the body handler's own linear
 scan; nothing is re-read from earlier chunks. Markers are matched on text: the derender keeps
@@ -25,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from . import newlines
 from .spec import BODY, CONTENT, DROP, HOLD, REASONING, Event, FormatSpec, Transition
 
 #: At most this many trailing characters are withheld by ``FormatSpec.hold_trailing`` (the
@@ -76,8 +79,12 @@ def start(
         st["ctx"] = context
     if spec.strip_reasoning_tail:
         st["ws"] = ""
+    if spec.recover_newlines:
+        st["nl"] = {REASONING: newlines.start(), CONTENT: newlines.start()}
     if spec.preamble:
         st["pre"] = True
+    if spec.empty_reasoning:
+        st["er"] = spec.modes[st["mode"]] == REASONING
     if spec.modes[st["mode"]] == BODY and spec.body is not None:
         st["body"] = spec.body.start("", {**spec.body_options, **(options or {})})
     return st
@@ -139,7 +146,11 @@ def finish(spec: FormatSpec, st: dict[str, Any]) -> list[Event]:
         if kind in (CONTENT, REASONING):
             _new_visit(spec, st, kind)
             _sink(kind, st, _joined(spec, st, kind, hold), out)
-    return _post(spec, st, out, final=True)
+    out = _post(spec, st, out, final=True)
+    if st.get("er"):
+        st["er"] = False
+        out.append((REASONING, ""))  # FormatSpec.empty_reasoning: the section was there, empty
+    return out
 
 
 def _post(spec: FormatSpec, st: dict[str, Any], events: list[Event], final: bool) -> list[Event]:
@@ -148,8 +159,10 @@ def _post(spec: FormatSpec, st: dict[str, Any], events: list[Event], final: bool
     if st.get("pre"):
         st["pre"] = False
         events = [(CONTENT, spec.preamble), *events]
+    if spec.recover_newlines:
+        events = _recovered(st, events, final)
     if not spec.strip_reasoning_tail:
-        return events
+        return _owed(st, events)
     out: list[Event] = []
     for ev in events:
         if ev[0] == REASONING:
@@ -163,7 +176,32 @@ def _post(spec: FormatSpec, st: dict[str, Any], events: list[Event], final: bool
             out.append(ev)
     if final:
         st["ws"] = ""
+    return _owed(st, out)
+
+
+def _recovered(st: dict[str, Any], events: list[Event], final: bool) -> list[Event]:
+    """``FormatSpec.recover_newlines``: each kind through its own :mod:`parsers.newlines` state;
+    reasoning's held tail is released once content follows (vLLM 0.33 ``minicpmv``)."""
+    states = st["nl"] = {k: dict(v) for k, v in st["nl"].items()}
+    out: list[Event] = []
+    for ev in events:
+        if ev[0] == CONTENT:
+            _sink(REASONING, st, newlines.recover(states[REASONING], "", True), out)
+        if ev[0] in (CONTENT, REASONING):
+            _sink(ev[0], st, newlines.recover(states[ev[0]], ev[1], False), out)
+        else:
+            out.append(ev)
+    if final:
+        _sink(REASONING, st, newlines.recover(states[REASONING], "", True), out)
+        _sink(CONTENT, st, newlines.recover(states[CONTENT], "", True), out)
     return out
+
+
+def _owed(st: dict[str, Any], events: list[Event]) -> list[Event]:
+    """Clear the owed empty reasoning (``FormatSpec.empty_reasoning``) once reasoning text is sent."""
+    if st.get("er") and any(ev[0] == REASONING for ev in events):
+        st["er"] = False
+    return events
 
 
 def _may_grow(buf: str, start: int, info: _Mode) -> bool:
@@ -184,6 +222,18 @@ def _emit_text(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
     whitespace prefix, apply the break transition and return how much was consumed."""
     if not text:
         return None
+    cut = 0
+    if st.get("sl"):  # FormatSpec.strip_content_start
+        kept = text.lstrip(spec.strip_content_start)
+        cut, text = len(text) - len(kept), kept
+        if not text:
+            return None
+        st["sl"] = False
+    broke = _emit_kept(spec, st, text, out)
+    return None if broke is None else broke + cut
+
+
+def _emit_kept(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]) -> int | None:
     mode = st["mode"]
     brk = spec.break_on_text.get(mode)
     if brk is not None:
@@ -259,6 +309,10 @@ def _apply(spec: FormatSpec, st: dict[str, Any], tr: Transition, marker: str, ou
         st["hold"] = ""
     if sink == BODY and spec.reject_to_origin:
         st["from"] = st["mode"]
+    if spec.strip_content_start:
+        st["sl"] = sink == CONTENT and st["mode"] in spec.reasoning_modes
+    if "er" in st and sink == REASONING and spec.modes[st["mode"]] != REASONING:
+        st["er"] = True  # a marker opened reasoning (FormatSpec.empty_reasoning)
     st["mode"] = to
     if sink == BODY and spec.body is not None:
         st["body"] = spec.body.start("" if tr.keep else marker, spec.body_options)

@@ -265,9 +265,11 @@ def _to_deltas(events: list[Any], include_reasoning: bool, parallel: bool, ids: 
         elif parallel or ev[1] == 0:
             _add_call_event(calls, ev, ids)
     delta = Delta(
-        content="".join(content) or None, reasoning="".join(reasoning) or None, tool_calls=tuple(calls)
+        content="".join(content) or None,
+        reasoning="".join(reasoning) if reasoning else None,  # "": FormatSpec.empty_reasoning
+        tool_calls=tuple(calls),
     )
-    return [delta] if delta.content or delta.reasoning or delta.tool_calls else []
+    return [delta] if delta.content or delta.reasoning is not None or delta.tool_calls else []
 
 
 def _add_call_event(calls: list[ToolCallDelta], ev: tuple[Any, ...], ids: IdFor) -> None:
@@ -290,9 +292,11 @@ def _add_call_event(calls: list[ToolCallDelta], ev: tuple[Any, ...], ids: IdFor)
 
 
 def join_deltas(deltas: Sequence[Delta]) -> ParseResult:
-    """Join stream deltas into a batch result (empty text → ``None``; calls by index)."""
+    """Join stream deltas into a batch result (empty text → ``None``, except a reasoning ``""``
+    that a delta carries, ``FormatSpec.empty_reasoning``; calls by index)."""
     content = "".join(d.content or "" for d in deltas) or None
-    reasoning = "".join(d.reasoning or "" for d in deltas) or None
+    parts = [d.reasoning for d in deltas if d.reasoning is not None]
+    reasoning = "".join(parts) if parts else None
     names: dict[int, str] = {}
     args: dict[int, list[str]] = {}
     ids: dict[int, str | None] = {}

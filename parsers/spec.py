@@ -199,6 +199,22 @@ class FormatSpec:
             ``strip_trailing_reasoning_whitespace``, e.g. ``\n</think>``).
         preamble: text sent as content once, before anything else of the output, even for
             an empty output (``minimax_m2_append_think`` prepends ``<think>``).
+        empty_reasoning: reasoning specs: when the result has reasoning ``""`` rather than
+            ``None`` although no reasoning text came (vLLM 0.33's ``BaseThinkingReasoningParser``
+            batch ``extract_reasoning``, which returns the text before the end marker even when
+            it is empty): ``True`` once the output started in a reasoning mode or a marker
+            opened one (R1 family: ``</think>x``, ``<think></think>x`` and an empty output
+            give ``""``; MiniMax M3 ``<mm:think></mm:think>x``); ``False`` (default): empty
+            reasoning is ``None`` (vLLM engine parsers). The engine sends the ``""`` at
+            finish (``Delta.reasoning == ""``).
+        strip_content_start: reasoning specs: characters dropped from the start of the content
+            that follows the end of reasoning (Granite 4.2 thinking: ``"\\n"``, its template
+            writes ``\\n</think>\\n``); state ``sl`` while only such characters came.
+        recover_newlines: reasoning specs: literal ``\\n`` escapes in reasoning and content become
+            newlines outside code and LaTeX (MiniCPM-V; :mod:`parsers.newlines`), state ``nl``.
+        adapt: the spec to use for a model's ``(vocab, tokenizer_config)`` (``get_parser`` calls
+            it when it is given a vocab or config), for checkpoints whose marker tokens carry a
+            per-checkpoint suffix (Hunyuan ``<think:6124c78e>``).
         drop_unknown_tools: tool specs only: calls to tools the request did not declare are
             dropped and later calls renumbered (SGLang's detectors validate names against
             ``tools``; used by the SGLang aliases). Only the names are kept in the state.
@@ -234,6 +250,10 @@ class FormatSpec:
     strip_reasoning_tail: bool = False
     preamble: str = ""
     drop_unknown_tools: bool = False
+    empty_reasoning: bool = False
+    strip_content_start: str = ""
+    recover_newlines: bool = False
+    adapt: Callable[[Mapping[str, int], Mapping[str, Any]], FormatSpec] | None = None
 
     def __post_init__(self) -> None:
         _check(self)

@@ -5,9 +5,10 @@ an optional ``<think>`` in the output is stripped. No ``</think>`` → all reaso
 Prompt-aware like qwen3 (a ``</think>`` in the prompt's current turn, e.g. a Qwen3 template
 with enable_thinking=False, BR17, starts in content). Markers after ``</think>`` are content.
 
-Deliberate differences from vLLM: empty reasoning is ``None`` in batch too (vLLM batch
-``""``), and text before a late ``<think>`` stays reasoning in batch too (vLLM streaming
-behaviour; its batch drops it) — our batch always equals our stream.
+Empty reasoning is ``""`` (``</think>x``, ``<think></think>x``, an empty output), as vLLM's
+batch gives (``FormatSpec.empty_reasoning``; its streaming sends nothing there: our stream
+carries the ``""`` so that it equals our batch). Deliberate difference: text before a late
+``<think>`` stays reasoning in batch too (vLLM streaming behaviour; its batch drops it).
 """
 
 from __future__ import annotations
@@ -17,4 +18,9 @@ from .think_factory import REASONING_MODE, prompt_decides, think_spec
 #: Turn tokens of the templates R1-style parsers run under (Qwen-based distills, DeepSeek).
 TURN_BOUNDARIES = ("<|im_start|>", "<|im_end|>", "<｜User｜>", "<｜Assistant｜>")
 
-SPEC = think_spec("deepseek_r1", choose_mode=prompt_decides(REASONING_MODE), turn_boundaries=TURN_BOUNDARIES)
+SPEC = think_spec(
+    "deepseek_r1",
+    choose_mode=prompt_decides(REASONING_MODE),
+    turn_boundaries=TURN_BOUNDARIES,
+    empty_reasoning=True,
+)

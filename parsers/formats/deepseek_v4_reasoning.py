@@ -9,7 +9,8 @@ Wire format: ``<think>reasoning</think>content`` then DSML tool calls.
 * A duplicate ``<think>`` in reasoning and a bare ``</think>`` in content are dropped.
 * The DSML block start (V4: ``<｜DSML｜tool_calls>`` and its variants; V4.1:
   ``<｜DSML｜ calls>``) ends reasoning at once and the rest goes to the tool phase.
-* Trailing reasoning whitespace is kept (the engine config does not strip it).
+* Trailing reasoning whitespace is dropped (the engine config's default
+  ``strip_trailing_reasoning_whitespace``; vLLM 0.33: ``<think>\n\n</think>x`` has reasoning null).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ SPEC = think_spec(
     reopen=True,
     choose_mode=_choose,
     turn_boundaries=TURN_BOUNDARIES,
+    strip_reasoning_tail=True,
 )
 V41 = think_spec(
     "deepseek_v41",
@@ -44,4 +46,5 @@ V41 = think_spec(
     reopen=True,
     choose_mode=_choose,
     turn_boundaries=TURN_BOUNDARIES,
+    strip_reasoning_tail=True,
 )

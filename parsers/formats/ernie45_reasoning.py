@@ -33,4 +33,5 @@ SPEC = FormatSpec(
     reasoning_modes=frozenset({"R"}),
     break_on_text={"A": Transition("C")},
     choose_mode=ignore_prompt("R"),
+    empty_reasoning=True,  # vLLM batch: "" for "</think>x" (BaseThinkingReasoningParser)
 )

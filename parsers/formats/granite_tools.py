@@ -21,7 +21,10 @@ from __future__ import annotations
 from .json_factory import json_tool_spec
 
 SPEC = json_tool_spec(
-    "granite", starts=("<|tool_call|>", "<tool_call>"), after="content", options={"array": True}
+    "granite",
+    starts=("<|tool_call|>", "<tool_call>"),
+    after="content",
+    options={"array": True, "raw_args": True},  # vLLM 0.33: arguments verbatim (spacing, escapes)
 )
 SPEC_4 = json_tool_spec(
     "granite4", starts=("<tool_call>",), after="content", options={"close": "</tool_call>"}

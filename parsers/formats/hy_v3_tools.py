@@ -11,12 +11,18 @@ Wire formats::
 * The call name is the text at the start of the call block; values are verbatim and coerced by
   the tool's schema (the IFM ``arg_type`` tag is not read: the schema decides).
 * Content is stripped when tools are called; the outer ``tool_calls`` wrapper is dropped.
-* Not modelled: checkpoints whose structural tokens carry a suffix (``<tool_call:6124c78e>``).
+* Checkpoints whose structural tokens carry a suffix (``<tool_call:6124c78e>``): HY-V4 reads it
+  from the vocabulary, HY-V3 from the tokenizer config's ``token_suffix`` (``hunyuan_suffix``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
+from ..spec import FormatSpec
 from ..xmlcalls import XmlTags
+from .hunyuan_suffix import suffix_for
 from .xml_factory import xml_spec
 
 
@@ -35,10 +41,25 @@ def _kv_tags(prefix: str, close_prefix: str, ignore: tuple[str, ...]) -> XmlTags
     )
 
 
-_HY = _kv_tags("<", "</", ("<tool_calls>", "</tool_calls>", "<tool_sep>"))
-_HY_WRAP = ("<tool_calls>", "</tool_calls>")
-SPEC = xml_spec("hy_v3", ("<tool_call>",), _HY, drops=_HY_WRAP)
-HY_V4 = xml_spec("hy_v4", ("<tool_call>",), _HY, drops=_HY_WRAP)
+@functools.cache
+def _hy(name: str, suffix: str) -> FormatSpec:
+    """The spec for a checkpoint whose structural tokens carry ``suffix`` (``""``: plain):
+    ``<tool_call{suffix}>``, ``<arg_key{suffix}>`` ... (vLLM 0.33 HYV3/HYV4 tool parsers)."""
+    wrap = (f"<tool_calls{suffix}>", f"</tool_calls{suffix}>")
+    tags = dataclasses.replace(
+        _kv_tags("<", "</", (*wrap, f"<tool_sep{suffix}>")),
+        block_end=f"</tool_call{suffix}>",
+        param_head=f"<arg_key{suffix}>",
+        param_close=f"</arg_value{suffix}>",
+        key_close=f"</arg_key{suffix}>",
+        value_open=f"<arg_value{suffix}>",
+    )
+    spec = xml_spec(name, (f"<tool_call{suffix}>",), tags, drops=wrap)
+    return dataclasses.replace(spec, adapt=lambda vocab, config: _hy(name, suffix_for(name, vocab, config)))
+
+
+SPEC = _hy("hy_v3", "")
+HY_V4 = _hy("hy_v4", "")
 _IFM = _kv_tags(
     "<ifm|", "</ifm|", ("<ifm|tool_calls>", "</ifm|tool_calls>", "<ifm|arg_type>", "</ifm|arg_type>")
 )

@@ -21,4 +21,5 @@ SPEC = think_spec(
     end=("</ifm|think>", "</ifm|think_fast>", "</ifm|think_faster>"),
     direct_ends=("<ifm|tool_calls>",),
     choose_mode=prompt_decides(REASONING_MODE),
+    empty_reasoning=True,
 )

@@ -6,6 +6,9 @@ Wire format: ``<mm:think>reasoning</mm:think>content``.
   output starts in reasoning; otherwise it starts in content and ``<mm:think>`` opens
   reasoning.
 * Reasoning without ``</mm:think>`` stays reasoning to the end of the stream.
+* Without prefilled thinking a ``</mm:think>`` that starts the output is dropped; an empty
+  ``<mm:think></mm:think>`` gives reasoning ``""`` (vLLM 0.33 batch, measured:
+  ``tests/parsers/cases/vllm033_measured.jsonl``).
 """
 
 from __future__ import annotations
@@ -13,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .think_factory import CONTENT_MODE, REASONING_MODE, ignore_prompt, think_spec
+from .think_factory import LEADING_MODE, REASONING_MODE, ignore_prompt, think_spec
 
 
 def _mode(kwargs: Mapping[str, Any]) -> str:
-    return REASONING_MODE if kwargs.get("thinking_mode") == "enabled" else CONTENT_MODE
+    return REASONING_MODE if kwargs.get("thinking_mode") == "enabled" else LEADING_MODE
 
 
 SPEC = think_spec(
@@ -26,4 +29,6 @@ SPEC = think_spec(
     end="</mm:think>",
     reopen=True,
     choose_mode=ignore_prompt(_mode),
+    empty_reasoning=True,
+    drop_leading_end=True,
 )

@@ -11,7 +11,8 @@ Wire format: every structural tag is prefixed by the namespace ``]<]minimax[>[``
 
 * Each ``invoke`` is one call; parameters are elements named after the argument and nest: an
   element holding child elements is an object (repeated names collect into a list); leaf text
-  is JSON-decoded when it parses (numbers, booleans), else a string. Calls are emitted whole when the block closes.
+  is JSON-decoded when it parses (numbers, booleans), else a string. Calls are emitted whole
+  when the block closes.
 * Not modelled: vLLM turns an element into an array when the tool's schema says ``array``
   (the chat template renders list items as ``<item>``); here it stays an object
   (``{"item": ...}``, as vLLM without a schema).

@@ -59,3 +59,7 @@ SPEC = _with_swap(
         turn_boundaries=("<|im_start|>", "<|im_end|>"),
     )
 )
+#: ``granite_thinking_parser`` (Granite 4.2 thinking; vLLM 0.33 ``GraniteThinkingParser``): the
+#: Nemotron V3 grammar, and the newlines that start the content after ``</think>`` are dropped
+#: (its template writes ``\n</think>\n``; measured: ``tests/parsers/cases/vllm033_measured.jsonl``).
+GRANITE_THINKING = replace(SPEC, name="granite_thinking_parser", strip_content_start="\n")

@@ -15,6 +15,7 @@ Wire format: ``[<think>]reasoning</think>content``; the chat template usually pr
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -52,3 +53,7 @@ SPEC = think_spec(
 #: ``qwen3-thinking`` (SGLang's name for Qwen3-Thinking-2507, ``force_reasoning``): reasoning from the
 #: first token whatever ``enable_thinking`` says (the prompt's current turn still decides).
 THINKING = replace(SPEC, name="qwen3-thinking", choose_mode=prompt_decides(REASONING_MODE))
+
+#: ``minicpmv`` (MiniCPM-V; vLLM 0.33 ``MiniCPMVUnifiedParser``): the qwen3 grammar, with the
+#: literal ``\\n`` escapes the model writes recovered as newlines outside code and LaTeX.
+MINICPMV = dataclasses.replace(SPEC, name="minicpmv", recover_newlines=True)

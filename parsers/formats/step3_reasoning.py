@@ -10,4 +10,4 @@ from __future__ import annotations
 
 from .think_factory import REASONING_MODE, ignore_prompt, think_spec
 
-SPEC = think_spec("step3", choose_mode=ignore_prompt(REASONING_MODE))
+SPEC = think_spec("step3", choose_mode=ignore_prompt(REASONING_MODE), empty_reasoning=True)

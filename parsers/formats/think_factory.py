@@ -14,6 +14,9 @@ the vLLM 0.33 families show (parsers.md section 2):
 * ``start`` / ``end`` may be tuples of equivalent markers (the first is the one looked for in
   the prompt), e.g. Mistral ``[THINK]`` (v13 special token) and ``<think>`` (v11 text).
 * ``reopen``: ``START`` in content opens reasoning again (GLM, Mistral, which start in content).
+* ``drop_leading_end``: adds mode ``C0``, content at the very start of the output, where an
+  ``END`` is dropped (MiniMax M3 without prefilled thinking: vLLM strips a leading
+  ``</mm:think>``); the first non-whitespace text or marker leaves it for ``C``.
 * ``direct_ends``: markers that end reasoning and stay in content at once, for tool formats
   without an end marker (Mistral ``[TOOL_CALLS]``): no draft detection is possible there.
   From the marker on (from reasoning or content) the rest is content of mode ``T``, where the
@@ -25,6 +28,8 @@ the vLLM 0.33 families show (parsers.md section 2):
 * ``identity``: adds mode ``I`` where every marker is plain content (thinking switched off in
   parsers that then delegate to vLLM's identity parser: deepseek_v3, holo2, glm45, kimi_k2).
 * ``strip_reasoning_tail``: see :class:`parsers.spec.FormatSpec` (vLLM engine default).
+* ``empty_reasoning``: see :class:`parsers.spec.FormatSpec` (on for the families on
+  vLLM's legacy ``BaseThinkingReasoningParser``, whose batch reasoning is ``""``, not null).
 
 * Structured output (``ParseContext.structured_output``): where the chooser picks ``R``, the
   parser starts in ``U`` (undecided) instead: text is held until a reasoning marker shows it
@@ -49,6 +54,7 @@ CONTENT_MODE = "C"
 IDENTITY_MODE = "I"
 TOOLS_MODE = "T"
 UNDECIDED_MODE = "U"
+LEADING_MODE = "C0"
 #: Held undecided text beyond this many characters is content (bounded state).
 UNDECIDED_LIMIT = 8192
 
@@ -115,6 +121,8 @@ def think_spec(
     strip_reasoning_tail: bool = False,
     choose_mode: ModeChooser | None = None,
     turn_boundaries: tuple[str, ...] = (),
+    empty_reasoning: bool = False,
+    drop_leading_end: bool = False,
 ) -> FormatSpec:
     """Build a ``<think>``-style reasoning spec (see module docstring for the options)."""
     starts, ends = _names("START", start), _names("END", end)
@@ -137,6 +145,12 @@ def think_spec(
             trans[(mode, f"DIRECT{i}")] = Transition(TOOLS_MODE, keep=True)
         trans[(UNDECIDED_MODE, f"DIRECT{i}")] = Transition(TOOLS_MODE, keep=True, release="content")
     breaks: dict[str, Transition] = {}
+    if drop_leading_end:
+        modes[LEADING_MODE] = CONTENT
+        trans |= {(LEADING_MODE, k): Transition(CONTENT_MODE) for k in ends}
+        if reopen:
+            trans |= {(LEADING_MODE, k): Transition(REASONING_MODE) for k in starts}
+        breaks[LEADING_MODE] = Transition(CONTENT_MODE)
     finish: dict[str, str] = {UNDECIDED_MODE: CONTENT}
     for i, (tool_start, tool_end) in enumerate(implicit_ends):
         call, after, ts, te = f"TC{i}", f"TA{i}", f"TOOL_START{i}", f"TOOL_END{i}"
@@ -171,4 +185,5 @@ def think_spec(
         prompt_close=ends["END"],
         turn_boundaries=turn_boundaries,
         strip_reasoning_tail=strip_reasoning_tail,
+        empty_reasoning=empty_reasoning,
     )

@@ -106,7 +106,7 @@ def _message(
     :func:`_engine_tools` (``null`` then); ``raw_reasoning``: an output still in reasoning has
     reasoning ``""`` when empty (:data:`RAW_REASONING_PARSERS`)."""
     content: str | None = out.content
-    reasoning = out.reasoning or None
+    reasoning = out.reasoning or ("" if out.empty_reasoning else None)  # FormatSpec.empty_reasoning
     if parsed:
         forced = chat is not None and (chat.tool_choice == "required" or isinstance(chat.tool_choice, dict))
         empty = in_content and not out.reasoning and not out.tool_calls and not engine

@@ -54,6 +54,9 @@ class StepOutput:
 
     content: str = ""
     reasoning: str = ""
+    #: the parser reported reasoning ``""`` (a reasoning section without text; vLLM's batch R1
+    #: family gives ``""``, not null: ``parsers.FormatSpec.empty_reasoning``)
+    empty_reasoning: bool = False
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str | None = None
     stop_reason: int | str | None = None
@@ -179,6 +182,7 @@ def _parse(
         deltas = [*deltas, *more]
     out.content = "".join(d.content for d in deltas if d.content)
     out.reasoning = "".join(d.reasoning for d in deltas if d.reasoning)
+    out.empty_reasoning = not out.reasoning and any(d.reasoning == "" for d in deltas)
     out.tool_calls = _tool_calls(st, [tc for d in deltas for tc in d.tool_calls], choice_index)
 
 

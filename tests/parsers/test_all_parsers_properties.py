@@ -37,6 +37,7 @@ CASE_FILES = (
     SHARED / "cases" / "parser_cases.jsonl",
     SHARED / "cases" / "bug_cases.jsonl",
     Path(__file__).parent / "cases" / "vllm033_new_formats.jsonl",
+    Path(__file__).parent / "cases" / "vllm033_measured.jsonl",
 )
 GENERIC_TOOLS = ({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},)
 GENERIC_OUTPUTS = (

@@ -37,7 +37,9 @@ def both(reasoning: str | None, tool: str | None, text: str, ctx: ParseContext =
     return batch
 
 
-def two_chunks_equal_batch(reasoning: str | None, tool: str | None, text: str, ctx: ParseContext = CTX) -> None:
+def two_chunks_equal_batch(
+    reasoning: str | None, tool: str | None, text: str, ctx: ParseContext = CTX
+) -> None:
     """Every split of ``text`` into two chunks streams to the batch result (one big chunk then
     a small one is what finds text a body buffered and must give back)."""
     p = parsers.get_parser(reasoning, tool)
@@ -221,3 +223,35 @@ def test_llama_calls_to_undeclared_functions_are_calls():
     """vLLM 0.33 llama3_json (its llama_tool_parser.py) does not check names against `tools`."""
     r = both(None, "llama3_json", '{"name": "not_declared", "parameters": {"a": 1}}')
     assert calls(r) == [("not_declared", {"a": 1})]
+
+
+# -- \uXXXX escapes in JSON arguments: as vLLM's batch json.loads + json.dumps(ensure_ascii=False)
+
+ESCAPED = '{"city":"M\\u00fcnster \\ud83d\\ude00 \\u0041 \\/ \\"q\\" \\n \\\\ \\ud83d x",  "n" :1}'
+#: vLLM 0.33 batch (tests/parsers/cases/vllm033_measured.jsonl, recorded from its classes): the
+#: escapes decoded, except quote, backslash and control characters; a lone surrogate kept escaped.
+DECODED = '{"city": "Münster 😀 A / \\"q\\" \\n \\\\ \\ud83d x", "n": 1}'
+ESCAPE_FORMATS = [
+    ("hermes", '<tool_call>{"name": "f", "arguments": ARGS}</tool_call>', DECODED),
+    ("llama3_json", '{"name": "f", "parameters": ARGS}', DECODED),
+    ("mistral", '[TOOL_CALLS][{"name": "f", "arguments": ARGS}]', DECODED),
+    ("granite4", '<tool_call>{"name": "f", "arguments": ARGS}</tool_call>', DECODED),
+    ("xlam", '[{"name": "f", "arguments": ARGS}]', DECODED),
+    ("jamba", '<tool_calls>[{"name": "f", "arguments": ARGS}]</tool_calls>', DECODED),
+    ("granite", '<|tool_call|>[{"name": "f", "arguments": ARGS}]', ESCAPED),  # vLLM: verbatim
+    ("kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
+     "ARGS<|tool_call_end|><|tool_calls_section_end|>", ESCAPED),  # vLLM: verbatim
+]
+
+
+@pytest.mark.parametrize(("tool", "text", "want"), ESCAPE_FORMATS)
+def test_unicode_escapes_in_json_arguments_as_vllm_batch(tool, text, want):
+    text = text.replace("ARGS", ESCAPED)
+    assert [c.arguments for c in both(None, tool, text).tool_calls] == [want]
+    two_chunks_equal_batch(None, tool, text)  # an escape split anywhere joins the same
+
+
+def test_unicode_escapes_in_guided_required_arguments():
+    ctx = ParseContext(tools=CTX.tools, tool_choice="required")
+    text = '[{"name": "f", "parameters": ' + ESCAPED + "}]"
+    assert [c.arguments for c in both(None, "llama3_json", text, ctx).tool_calls] == [DECODED]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from conftest import shared_path
 
@@ -18,6 +19,18 @@ def test_shared_cases_of_implemented_parsers_all_pass():
     passed, failed, lines = conformance.run(cases, only_implemented=True)
     assert lines == [] and failed == 0
     assert passed >= 49
+
+
+MEASURED = Path(__file__).parent / "cases" / "vllm033_measured.jsonl"
+
+
+def test_cases_measured_from_vllm_classes_pass():
+    """Cases whose expectations ``tools/record_parser_cases_with_vllm.py`` recorded from vLLM
+    0.33's parser classes (batch), checked in batch and one token per chunk."""
+    cases = load(MEASURED)
+    passed, failed, lines = conformance.run(cases)
+    assert (failed, lines) == (0, [])
+    assert passed == 2 * len(cases) and len(cases) >= 40
 
 
 def _write(tmp_path, rows):

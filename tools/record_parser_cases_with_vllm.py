@@ -1,0 +1,351 @@
+"""Record conformance cases from vLLM 0.33's own parser classes.
+
+Run in a venv with vllm==0.33.0 (not a project dependency), from the worktree root:
+
+    VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 ~/vllm/bin/python tools/record_parser_cases_with_vllm.py
+
+For every input in ``INPUTS`` it composes vLLM's parser for the (reasoning, tool) pair the way its
+chat serving does (``ParserManager.get_parser`` + the per-request constructor with the request's
+``tools`` and ``chat_template_kwargs``), runs the batch ``parse`` and writes the result as a case
+of ``tests/parsers/cases/vllm033_measured.jsonl`` (the shape of ``parser_cases.jsonl``). The
+tokenizer is Qwen3's (Llama 3.1's where the case says so) from ``../shared/models`` with the
+input's marker texts added as special tokens, so markers are single tokens as in the model's
+own vocabulary. Our streaming equals our
+batch by construction, so every case is checked in both modes; where vLLM's one-token-per-delta
+streaming gave something else, the case's notes say what.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoTokenizer
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.parser.parser_manager import ParserManager
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "parsers" / "cases" / "vllm033_measured.jsonl"
+MODEL = ROOT.parent / "shared" / "models" / "Qwen--Qwen3-0.6B"
+#: A vocabulary without Qwen's plain ``<think>``/``<tool_call>`` tokens (for suffixed-token cases).
+LLAMA = ROOT.parent / "shared" / "models" / "meta-llama--Llama-3.1-8B-Instruct"
+
+THINK = ["<think>", "</think>"]
+R1_FAMILY = ["deepseek_r1", "step5", "holo2", "ernie45", "hy_v4", "k2_horizon"]
+
+
+def _think_cases() -> list[dict[str, Any]]:
+    """Empty reasoning: "" (vLLM's legacy BaseThinkingReasoningParser batch) or null (engine)."""
+    out = []
+    texts = {
+        "shortest": "</think>This is the rest",
+        "empty_think": "<think></think>answer",
+        "empty_output": "",
+    }
+    pairs = {"k2_horizon": ("<ifm|think>", "</ifm|think>"), "minimax_m3": ("<mm:think>", "</mm:think>")}
+    names = [*R1_FAMILY, "qwen3", "glm45", "kimi_k2", "minimax_m3", "seed_oss", "mimo", "nemotron_v3"]
+    for name in names:
+        start, end = pairs.get(name, ("<think>", "</think>"))
+        if name == "seed_oss":
+            start, end = "<seed:think>", "</seed:think>"
+        for key, text in texts.items():
+            if name == "minimax_m3" and key == "empty_output":
+                continue  # content "" (not null) for an empty output is the derender's rule
+            text = text.replace("</think>", end).replace("<think>", start)
+            out.append({"id": f"{name}/{key}", "reasoning": name, "text": text, "extra": [start, end]})
+    for name, kwargs in (
+        ("deepseek_v3", {"thinking": True}),
+        ("poolside_v1", {"thinking": True}),
+        ("hy_v3", {"reasoning_effort": "high"}),
+        ("minimax_m3", {"thinking_mode": "enabled"}),
+    ):
+        start, end = pairs.get(name, ("<think>", "</think>"))
+        for key, text in (("shortest", f"{end}This is the rest"), ("empty_think", f"{start}{end}answer")):
+            out.append(
+                {
+                    "id": f"{name}/{key}/thinking",
+                    "reasoning": name,
+                    "text": text,
+                    "kwargs": kwargs,
+                    "extra": [start, end, "<assistant>"],
+                }
+            )
+    return out
+
+
+CITY_TOOL = [
+    {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+#: JSON arguments with ``\\uXXXX`` escapes (a BMP letter, a surrogate pair, an ASCII letter) next
+#: to escapes that must stay escaped (quote, newline, backslash), and generated spacing.
+ESCAPED_ARGS = '{"city":"M\\u00fcnster \\ud83d\\ude00 \\u0041 \\/ \\"q\\" \\n \\\\",  "n" :1}'
+DS_CALL = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+DS_END = "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+ESCAPE_OUTPUTS = {
+    "hermes": ('<tool_call>{"name": "f", "arguments": ARGS}</tool_call>', ["<tool_call>", "</tool_call>"]),
+    "llama3_json": ('{"name": "f", "parameters": ARGS}', ["<|python_tag|>"]),
+    "mistral": ('[TOOL_CALLS][{"name": "f", "arguments": ARGS}]', ["[TOOL_CALLS]"]),
+    "granite": ('<|tool_call|>[{"name": "f", "arguments": ARGS}]', ["<|tool_call|>"]),
+    "granite4": ('<tool_call>{"name": "f", "arguments": ARGS}</tool_call>', ["<tool_call>", "</tool_call>"]),
+    "xlam": ('[{"name": "f", "arguments": ARGS}]', []),
+    "jamba": (
+        '<tool_calls>[{"name": "f", "arguments": ARGS}]</tool_calls>',
+        ["<tool_calls>", "</tool_calls>"],
+    ),
+    "internlm": (
+        '<|action_start|><|plugin|>{"name": "f", "parameters": ARGS}<|action_end|>',
+        ["<|action_start|>", "<|plugin|>", "<|action_end|>"],
+    ),
+    "hunyuan_a13b": (
+        '<tool_calls>[{"name": "f", "arguments": ARGS}]</tool_calls>',
+        ["<tool_calls>", "</tool_calls>"],
+    ),
+    "longcat": (
+        '<longcat_tool_call>{"name": "f", "arguments": ARGS}</longcat_tool_call>',
+        ["<longcat_tool_call>", "</longcat_tool_call>"],
+    ),
+    "ernie45": ('<tool_call>{"name": "f", "arguments": ARGS}</tool_call>', ["<tool_call>", "</tool_call>"]),
+    "phi4_mini_json": ('functools[{"name": "f", "arguments": ARGS}]', []),
+    "kimi_k2": (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>ARGS"
+        "<|tool_call_end|><|tool_calls_section_end|>",
+        [
+            "<|tool_calls_section_begin|>",
+            "<|tool_call_begin|>",
+            "<|tool_call_argument_begin|>",
+            "<|tool_call_end|>",
+            "<|tool_calls_section_end|>",
+        ],
+    ),
+    "deepseek_v3": (
+        DS_CALL + "function<｜tool▁sep｜>f\n```json\nARGS\n```" + DS_END,
+        [
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁sep｜>",
+            "<｜tool▁call▁end｜>",
+            "<｜tool▁calls▁end｜>",
+        ],
+    ),
+    "deepseek_v31": (
+        DS_CALL + "f<｜tool▁sep｜>ARGS" + DS_END,
+        [
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁sep｜>",
+            "<｜tool▁call▁end｜>",
+            "<｜tool▁calls▁end｜>",
+        ],
+    ),
+    "qwen3_json": (
+        '<tool_call>{"name": "f", "arguments": ARGS}</tool_call>',
+        ["<tool_call>", "</tool_call>"],
+    ),
+}
+
+
+def _escape_cases() -> list[dict[str, Any]]:
+    """``\\uXXXX`` escapes in JSON arguments: vLLM's batch re-serialises (or keeps) them."""
+    out = []
+    for name, (text, extra) in ESCAPE_OUTPUTS.items():
+        out.append(
+            {
+                "id": f"{name}/unicode_escapes",
+                "tool": name,
+                "text": text.replace("ARGS", ESCAPED_ARGS),
+                "tools": CITY_TOOL,
+                "extra": extra,
+            }
+        )
+    return out
+
+
+WEATHER_TOOL = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            },
+        },
+    }
+]
+
+
+def _hy_suffix_cases() -> list[dict[str, Any]]:
+    """HY-V4 checkpoints whose structural tokens carry a suffix (read from the vocabulary)."""
+    sfx = ":6124c78e"
+    tags = ["think", "tool_calls", "tool_call", "arg_key", "arg_value"]
+    extra = [f"<{t}{sfx}>" for t in tags] + [f"</{t}{sfx}>" for t in tags]
+    call = (
+        f"<tool_calls{sfx}><tool_call{sfx}>get_weather<arg_key{sfx}>city</arg_key{sfx}><arg_value{sfx}>Paris"
+        f"</arg_value{sfx}><arg_key{sfx}>days</arg_key{sfx}><arg_value{sfx}>3</arg_value{sfx}></tool_call{sfx}>"
+        f"</tool_calls{sfx}>"
+    )
+    return [
+        {
+            "id": "hy_v4/suffixed_think",
+            "reasoning": "hy_v4",
+            "text": f"plan</think{sfx}>answer",
+            "extra": extra,
+            "llama": True,
+        },
+        {
+            "id": "hy_v4/suffixed_plain_think_is_text",
+            "reasoning": "hy_v4",
+            "text": "a</think>b",
+            "extra": extra,
+            "llama": True,
+        },
+        {
+            "id": "hy_v4/suffixed_call",
+            "reasoning": "hy_v4",
+            "tool": "hy_v4",
+            "tools": WEATHER_TOOL,
+            "text": f"plan</think{sfx}>ok{call}",
+            "extra": extra,
+            "llama": True,
+        },
+    ]
+
+
+def _format_gap_cases() -> list[dict[str, Any]]:
+    """Granite 4.2 thinking's leading content newline; MiniCPM-V's literal ``\\n`` pairs."""
+    out: list[dict[str, Any]] = []
+    granite = {
+        "template_newline": "plan\n</think>\nanswer",
+        "two_newlines": "plan</think>\n\nanswer",
+        "only_newline": "plan</think>\n",
+        "newline_then_text_later": "plan</think>\n \nx",
+    }
+    for key, text in granite.items():
+        out.append(
+            {
+                "id": f"granite_thinking_parser/{key}",
+                "reasoning": "granite_thinking_parser",
+                "text": text,
+                "extra": THINK,
+            }
+        )
+    minicpmv = {
+        "literal_newlines": "plan</think>line1\\nline2\\n\\nend",
+        "in_code": "plan</think>a\\nb `x\\ny` ```\\nc\\n``` d",
+        "in_latex": "plan</think>$a\\nb$ and \\(x\\ny\\) then\\nz",
+        "in_reasoning": "p\\nq</think>r",
+    }
+    for key, text in minicpmv.items():
+        out.append({"id": f"minicpmv/{key}", "reasoning": "minicpmv", "text": text, "extra": THINK})
+    return out
+
+
+INPUTS: list[dict[str, Any]] = [*_think_cases(), *_escape_cases(), *_hy_suffix_cases(), *_format_gap_cases()]
+
+
+def _request(item: dict[str, Any]) -> ChatCompletionRequest:
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    if item.get("tools"):
+        body |= {"tools": item["tools"], "tool_choice": item.get("tool_choice", "auto")}
+    if item.get("kwargs"):
+        body["chat_template_kwargs"] = item["kwargs"]
+    return ChatCompletionRequest(**body)
+
+
+def _parser(item: dict[str, Any], tok: Any, request: ChatCompletionRequest) -> Any:
+    cls = ParserManager.get_parser(
+        tool_parser_name=item.get("tool"),
+        reasoning_parser_name=item.get("reasoning"),
+        enable_auto_tools=True,
+        tokenizer=tok,
+    )
+    return cls(tok, request.tools, chat_template_kwargs=item.get("kwargs") or {}, model_config=None)
+
+
+def _stream(item: dict[str, Any], tok: Any, request: ChatCompletionRequest) -> dict[str, Any]:
+    parser = _parser(item, tok, request)
+    ids = tok.encode(item["text"], add_special_tokens=False)
+    reasoning = content = None
+    calls: dict[int, list[str]] = {}
+    for i, token in enumerate(ids):
+        delta = parser.parse_delta(tok.decode([token]), [token], request, [], finished=i == len(ids) - 1)
+        if delta is None:
+            continue
+        if delta.reasoning is not None:
+            reasoning = (reasoning or "") + delta.reasoning
+        if delta.content is not None:
+            content = (content or "") + delta.content
+        for tc in delta.tool_calls or []:
+            entry = calls.setdefault(tc.index, ["", ""])
+            entry[0] += (tc.function.name or "") if tc.function else ""
+            entry[1] += (tc.function.arguments or "") if tc.function else ""
+    return {
+        "content": content,
+        "reasoning": reasoning,
+        "tool_calls": [{"name": n, "arguments": a} for n, a in calls.values()],
+    }
+
+
+def main() -> None:
+    lines = []
+    for item in INPUTS:
+        tok = AutoTokenizer.from_pretrained(str(LLAMA if item.get("llama") else MODEL))
+        tok.add_tokens([t for t in item.get("extra", []) if t not in tok.get_vocab()], special_tokens=True)
+        request = _request(item)
+        reasoning, content, tool_calls = _parser(item, tok, request).parse(
+            item["text"],
+            request,
+            enable_auto_tools=True,
+            model_output_token_ids=tok.encode(item["text"], add_special_tokens=False),
+        )
+        expected = {
+            "content": content,
+            "reasoning": reasoning,
+            "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in tool_calls or []],
+        }
+        stream = _stream(item, tok, request)
+        notes = item.get("notes", "")
+        if stream != expected:
+            notes = (
+                notes + " " if notes else ""
+            ) + f"vLLM streaming (one token per delta) gave {json.dumps(stream)}."
+        kind = "tool" if item.get("tool") else "reasoning"
+        case = {
+            "id": f"measured/{item['id']}",
+            "source": "vLLM 0.33 parser classes, batch (tools/record_parser_cases_with_vllm.py)",
+            "parser_kind": kind,
+            "parser": item.get("tool") or item["reasoning"],
+            "model": "n/a",
+            "model_output": item["text"],
+            "request": {
+                k: v
+                for k, v in (
+                    ("tools", item.get("tools")),
+                    ("tool_choice", item.get("tool_choice")),
+                    ("chat_template_kwargs", item.get("kwargs")),
+                )
+                if v
+            }
+            or None,
+            "expected": expected,
+            "notes": notes,
+            "modes": ["batch", "streaming"],
+        }
+        if item.get("llama"):  # the model's own special tokens: the suffix is read from them
+            case["vocab_tokens"] = item["extra"]
+        if kind == "tool" and item.get("reasoning"):
+            case["reasoning_parser"] = item["reasoning"]
+        lines.append(json.dumps(case, ensure_ascii=False))
+        print(case["id"], json.dumps(expected, ensure_ascii=False)[:160])
+    OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
