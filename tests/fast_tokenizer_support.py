@@ -27,8 +27,22 @@ def hf_tokenizer(name: str):  # type: ignore[no-untyped-def]
 
 @functools.cache
 def fast_encoder(name: str) -> FastEncoder | None:
-    """``build_fast_encoder`` of that tokenizer (built once per session)."""
-    return build_fast_encoder(hf_tokenizer(name))
+    """``build_fast_encoder`` of that tokenizer (built once per session).
+
+    The model's shared bundle (``derender_helpers.bundle``) builds exactly this encoder from the same
+    HF tokenizer object for its prompt encoder (``build_prompt_encoder`` → ``build_fast_encoder``, in a
+    background thread), so it is taken from there when that bundle has one: each model's BPE proof
+    runs and its tables are held once per test process instead of twice."""
+    from derender_helpers import bundle
+
+    tok = hf_tokenizer(name)
+    prompt_encoder = bundle(name).prompt_encoder
+    settled = getattr(prompt_encoder, "settled", None)
+    if settled is not None and settled.wait(timeout=600):
+        built = prompt_encoder.encoder
+        if isinstance(built, FastEncoder) and bundle(name).tokenizer is tok:
+            return built
+    return build_fast_encoder(tok)
 
 
 def hf_ids(name: str, text: str) -> list[int]:
