@@ -180,10 +180,11 @@ def test_state_size_flat_after_streamed_arguments():
 )
 def test_guided_required_array_any_split(calls, indent, data):
     """tool_choice=required: the guided JSON array gives each call's name and parameters, and
-    any chunking streams the same result as the batch parse (a guided-JSON format, llama3_json:
-    hermes is held to its native syntax by a structural tag for required/named)."""
+    any chunking streams the same result as the batch parse (a guided-JSON format, xlam:
+    hermes, llama3_json and qwen3_coder are held to their native syntax by a structural tag for
+    required/named, as vLLM 0.33 does)."""
     text = json.dumps([{"name": n, "parameters": a} for n, a in calls], indent=indent, ensure_ascii=False)
-    p = parsers.get_parser(None, "llama3_json")
+    p = parsers.get_parser(None, "xlam")
     ctx = ParseContext(tools=TOOLS, tool_choice="required")
     assert p.start(ctx, None)["tk"] == "required"  # the guided-JSON array, not the native syntax
     deltas, streamed, _ = run_stream(p, ctx, data.draw(split(text)), roundtrip=True)
@@ -195,9 +196,9 @@ def test_guided_required_array_any_split(calls, indent, data):
 @given(json_args, st.sampled_from(["", " ", "\n"]), st.data())
 def test_guided_named_any_split(args, pad, data):
     """A named tool_choice streams the bare arguments object as that function's arguments (a
-    guided-JSON format, llama3_json: hermes parses its native syntax for a named choice)."""
+    guided-JSON format, xlam: hermes and llama3_json parse their native syntax for a named choice)."""
     text = pad + json.dumps(args, ensure_ascii=False) + pad
-    p = parsers.get_parser(None, "llama3_json")
+    p = parsers.get_parser(None, "xlam")
     ctx = ParseContext(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "f"}})
     assert p.start(ctx, None)["tk"] == "named"  # the guided bare arguments, not the native syntax
     deltas, streamed, _ = run_stream(p, ctx, data.draw(split(text)), roundtrip=True)
