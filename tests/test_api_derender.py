@@ -328,3 +328,36 @@ def test_responses_stream_state_does_not_grow_with_the_output(serve):
     assert [o["type"] for o in last["response"]["output"]] == ["reasoning", "message"]
     assert last["response"]["output"][1]["content"][0]["text"] == deltas
     assert last["response"]["output"][1]["status"] == "incomplete"
+
+
+def test_a_stream_state_resumes_only_on_the_route_family_that_made_it(serve):
+    """Newcomer finding: a chat stream_state was accepted by the completions, Messages and
+    Responses routes (which then answered without their opening events). Each state now names its
+    route family; elsewhere it is a 400 on ``stream_state``, on its own route it continues."""
+    client = _client(serve, *QWEN3)
+    first = {
+        "/v1/chat/completions/derender": ("chat_request", {"messages": [{"role": "user", "content": "hi"}]}),
+        "/v1/completions/derender": ("completion_request", {"prompt": "hi"}),
+        "/v1/messages/derender": ("messages_request", {"model": QWEN3[0], "max_tokens": 50,
+                                                       "messages": [{"role": "user", "content": "hi"}]}),
+        "/v1/responses/derender": ("responses_request", {"input": "hi"}),
+    }
+    states = {}
+    for path, (key, request) in first.items():
+        out = client.post(path, json={
+            "stream": True, key: request, "prompt_token_ids": [1, 2, 3],
+            "generate_chunk": {"request_id": "r", "choices": [{"index": 0, "token_ids": [9707]}]},
+        })
+        assert out.status_code == 200, (path, out.text)
+        states[path] = out.json()["stream_state"]
+    for made_by, state in states.items():
+        for path in first:
+            out = client.post(path, json={
+                "stream": True, "stream_state": state,
+                "generate_chunk": {"request_id": "r", "choices": [{"index": 0, "token_ids": [11]}]},
+            })
+            if path == made_by:
+                assert out.status_code == 200, (made_by, path, out.text)
+            else:
+                assert out.status_code == 400, (made_by, path, out.text)
+                assert out.json()["error"]["param"] == "stream_state"

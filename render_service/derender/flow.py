@@ -329,6 +329,10 @@ def is_stream(body: Any) -> bool:
 ChoiceShape = Callable[[StepOutput, GenerateChoice, StreamState], dict[str, Any]]
 
 
+#: ``StreamState.api`` of each stream's ``object`` name: a state only resumes on its own route family.
+API_TAGS = {"chat.completion.chunk": "", "text_completion": "c", "message": "m", "response": "r"}
+
+
 def run_stream(
     bundle: ModelBundle,
     settings: Settings,
@@ -354,6 +358,15 @@ def run_stream(
         InvalidRequest: more than one choice in the chunk, token lists over ``max_model_len``.
     """
     state = _open_state(bundle, settings, pipe, req, opts, lp_limit)
+    api = API_TAGS[object_name]
+    if req.stream_state is None:
+        state.api = api
+    elif state.api != api:
+        raise InvalidStreamState(
+            "invalid stream_state: it was made by another API's derender route; send it back to "
+            "the route that returned it",
+            param="stream_state",
+        )
     out, state = _stream_step(bundle, settings, pipe, state, req.generate_chunk,
                               resumed=req.stream_state is not None)
     choices = [] if out is None else [shape(out, req.generate_chunk.choices[0], state)]

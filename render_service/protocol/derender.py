@@ -258,6 +258,8 @@ class StreamState(BaseModel):
             ``sequence_number``. fc: Responses: ``[name, call_id]`` of the open
             ``function_call`` item (the output text itself is never kept: the done events leave
             it to the caller, see :mod:`render_service.derender.responses`).
+        api: the route family that made the state (``""`` chat, ``"c"`` completions, ``"m"``
+            Messages, ``"r"`` Responses): a state is refused on another family's route.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -297,3 +299,4 @@ class StreamState(BaseModel):
     nout: int = 0
     seq: int = 0
     fc: list[str] = Field(default_factory=list, max_length=2)
+    api: str = ""
