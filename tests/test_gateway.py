@@ -300,6 +300,9 @@ def test_failover_and_balance(engines):
 def test_gateway_metrics(gateway, sdk):
     sdk.chat.completions.create(model="Qwen/Qwen3-0.6B", messages=[{"role": "user", "content": "x"}],
                                 stream=True).close()
+    # The decode call is observed when the server has ended the stream, which may be just after
+    # the client closed it (seen once under a full suite run): wait for the stream to be closed.
+    assert _wait_for(lambda: "render_service_gateway_streams_open 0.0" in gateway.get("/metrics").text)
     text = gateway.get("/metrics").text
     for name in ("render_service_gateway_time_to_first_token_seconds_count",
                  "render_service_gateway_inter_token_latency_seconds_count",
