@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 from render_service import chat_template, render
-from render_service.render import messages
-from render_service.tokens import tokenization
 from render_service.models import load_bundle
+from render_service.render import messages
 from render_service.settings import Settings
+from render_service.tokens import tokenization
 
 BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "chat_9k.json"
 

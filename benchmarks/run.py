@@ -82,9 +82,9 @@ class Context:
 
     def load(self) -> None:
         """Load the model bundle (as the server does) and build the fast encoder."""
-        from render_service.tokens.fast_tokenizer import build_fast_encoder
         from render_service.models import load_bundle
         from render_service.settings import Settings
+        from render_service.tokens.fast_tokenizer import build_fast_encoder
 
         # the same configuration as the HTTP servers (qwen3 reasoning + hermes tools, auto tool choice)
         self.settings = Settings(

@@ -24,8 +24,8 @@ import orjson
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from render_service import derender  # noqa: E402
-from render_service.serving.app import create_app  # noqa: E402
 from render_service.models import load_bundle  # noqa: E402
+from render_service.serving.app import create_app  # noqa: E402
 from render_service.settings import Settings  # noqa: E402
 from render_service.testing.engine import serve_in_thread  # noqa: E402
 
