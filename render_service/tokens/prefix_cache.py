@@ -253,7 +253,8 @@ def build_prompt_encoder(
     ``tokenizer.encode(text, add_special_tokens=False)``. ``max_bytes <= 0`` disables the cache.
 
     With ``background=True`` it returns at once a :class:`CachedEncoder` over HF and builds the
-    FastEncoder (≈ 1–2 s: the BPE proof) in a daemon thread, switching to it when done; its
+    FastEncoder (≈ 1–2 s: the BPE proof) in a background thread (not a daemon: exit waits for it),
+    switching to it when done; its
     ``settled`` event is set when that attempt has finished (successfully or not). Start it in the
     process that serves (after any fork): a thread does not survive ``fork``.
     ``proof_cache``: see :func:`~render_service.tokens.fast_tokenizer.build_fast_encoder`.
@@ -269,7 +270,10 @@ def build_prompt_encoder(
     if background:
         cached = CachedEncoder(plain, max_bytes)
         threading.Thread(
-            target=_upgrade, args=(cached, tokenizer, proof_cache), name="fast-tokenizer-build", daemon=True
+            # Not a daemon: at exit the interpreter waits for the build instead of stopping the
+            # thread inside native code (fastokens / tiktoken), which aborts the process (SIGABRT,
+            # "FATAL: exception not rethrown") when a server is stopped during its start-up build.
+            target=_upgrade, args=(cached, tokenizer, proof_cache), name="fast-tokenizer-build", daemon=False
         ).start()
         return cached
     found = _fastest(tokenizer, proof_cache)
