@@ -227,23 +227,15 @@ def _format_gap_cases() -> list[dict[str, Any]]:
         "only_newline": "plan</think>\n",
         "newline_then_text_later": "plan</think>\n \nx",
     }
-    for key, text in granite.items():
-        out.append(
-            {
-                "id": f"granite_thinking_parser/{key}",
-                "reasoning": "granite_thinking_parser",
-                "text": text,
-                "extra": THINK,
-            }
-        )
     minicpmv = {
         "literal_newlines": "plan</think>line1\\nline2\\n\\nend",
         "in_code": "plan</think>a\\nb `x\\ny` ```\\nc\\n``` d",
         "in_latex": "plan</think>$a\\nb$ and \\(x\\ny\\) then\\nz",
         "in_reasoning": "p\\nq</think>r",
     }
-    for key, text in minicpmv.items():
-        out.append({"id": f"minicpmv/{key}", "reasoning": "minicpmv", "text": text, "extra": THINK})
+    for name, texts in (("granite_thinking_parser", granite), ("minicpmv", minicpmv)):
+        for key, text in texts.items():
+            out.append({"id": f"{name}/{key}", "reasoning": name, "text": text, "extra": THINK})
     return out
 
 
