@@ -126,3 +126,24 @@ def test_gpt_oss_gets_its_default_reasoning_parser() -> None:
     assert settings_from_args(parse(["serve", gpt])).reasoning_parser == "openai_gptoss"
     assert settings_from_args(parse(["serve", gpt, "--reasoning-parser", "none"])).reasoning_parser is None
     assert settings_from_args(parse(["serve", model_dir("Qwen--Qwen3-0.6B")])).reasoning_parser is None
+
+
+@pytest.mark.parametrize(("raw", "value"), [("4096", 4096), ("32k", 32000), ("32K", 32768),
+                                            ("25.6k", 25600), ("-1", None), ("auto", None)])
+def test_max_model_len_reads_vllm_forms(raw, value) -> None:
+    """`--max-model-len` takes vLLM's forms: plain, decimal/binary suffixes, -1/auto = derived."""
+    from render_service.serving.cli import build_parser
+
+    assert build_parser().parse_args(["serve", "M", "--max-model-len", raw]).max_model_len == value
+
+
+@pytest.mark.parametrize("raw", ["0", "-5", "1.5K", "long"])
+def test_max_model_len_refuses_what_vllm_refuses(raw, capsys) -> None:
+    """Zero, other negatives, decimals with a binary suffix and words stop start-up with the flag
+    named (vLLM's ModelConfig: "must be a positive integer"), instead of silently using the
+    model's own length (newcomer finding)."""
+    from render_service.serving.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "M", "--max-model-len", raw])
+    assert "argument --max-model-len" in capsys.readouterr().err

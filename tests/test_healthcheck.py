@@ -48,10 +48,21 @@ def test_environment_first_then_flags(monkeypatch):
     assert healthcheck.health_url(None, build_parser()) == "http://127.0.0.1:8000/health"
 
 
-def _health(port: int) -> subprocess.CompletedProcess[str]:
+def test_health_flags_replace_the_discovered_address():
+    """``render-service health --host H --port P`` probes H:P; either alone keeps the other part of
+    the discovered address."""
+    parser = build_parser()
+    args = parser.parse_args(["health", "--port", "9003"])
+    assert (args.host, args.port) == (None, 9003)
+    assert healthcheck.health_url(["--port", "7"], parser, port=9003) == "http://127.0.0.1:9003/health"
+    assert healthcheck.health_url(["--port", "7"], parser, host="::") == "http://[::1]:7/health"
+    assert healthcheck.health_url(None, parser, "10.0.0.5", 81) == "http://10.0.0.5:81/health"
+
+
+def _health(port: int, *flags: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RENDER_SERVICE_PORT": str(port), "RENDER_SERVICE_HOST": "0.0.0.0"}
-    return subprocess.run([sys.executable, "-m", "render_service", "health"], env=env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "render_service", "health", *flags], env=env,
+                          capture_output=True, text=True, timeout=60)
 
 
 def test_probe_of_a_live_server_succeeds_and_of_a_closed_port_fails(serve):
@@ -68,6 +79,7 @@ def test_probe_of_a_live_server_succeeds_and_of_a_closed_port_fails(serve):
     bad = _health(closed)
     assert bad.returncode == 1
     assert f"http://127.0.0.1:{closed}/health did not answer 200" in bad.stdout
+    assert _health(closed, "--port", str(port)).returncode == 0  # the flag wins over the environment
 
 
 def test_start_up_without_a_writable_temp_dir_fails_clearly(monkeypatch, tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,6 +30,37 @@ def json_object(raw: str) -> dict[str, object]:
     return value
 
 
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def max_model_len(raw: str) -> int | None:
+    """``--max-model-len`` as vLLM 0.33 reads it: an integer or a human-readable one (``32k`` =
+    32,000, ``32K`` = 32,768, ``25.6k``; decimals only with the decimal suffixes), and ``-1`` /
+    ``auto`` for the length derived from the model (``None`` here). Zero and other negatives are
+    refused at start-up, as vLLM's ``ModelConfig`` refuses them ("must be a positive integer")."""
+    value = raw.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
+    try:
+        if value.lower() == "auto":
+            return None
+        if match and match.group(2) in _DECIMAL:
+            number = int(float(match.group(1)) * _DECIMAL[match.group(2)])
+        elif match:
+            number = int(match.group(1)) * _BINARY[match.group(2)]
+        else:
+            number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer such as 32768, 32k, 32K or auto, got {raw!r}") from None
+    if number == -1:
+        return None
+    if number < 1:
+        raise argparse.ArgumentTypeError(
+            f"max_model_len must be a positive integer (or -1 / auto), got {number}")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="render-service", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -45,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--chat-template", default=None, help="file path or inline Jinja")
     serve.add_argument("--default-chat-template-kwargs", type=json_object, default=None,
                        help='JSON object, e.g. \'{"enable_thinking": false}\'')
-    serve.add_argument("--max-model-len", type=int, default=None)
+    serve.add_argument("--max-model-len", type=max_model_len, default=None,
+                       help="context length (32768, 32k, 32K; -1 or auto: from the model's config)")
     serve.add_argument("--max-logprobs", type=int, default=20)
     serve.add_argument("--generation-config", default="auto", help="'auto' (model defaults) or 'vllm'")
     serve.add_argument("--keep-stop-strings", action="store_true",
@@ -78,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--url", default=None,
                         help="URL to probe; default: the address of the running `serve` (PID 1's "
                              "flags, then RENDER_SERVICE_HOST/PORT)")
+    health.add_argument("--host", default=None,
+                        help="probe this host instead of the discovered one (with the discovered port)")
+    health.add_argument("--port", type=int, default=None,
+                        help="probe this port instead of the discovered one (with the discovered host)")
     health.add_argument("--timeout", type=float, default=2.0)
     return parser
 
@@ -454,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "health":
         from . import healthcheck
 
-        return healthcheck.main(parser, args.url, args.timeout)
+        return healthcheck.main(parser, args.url, args.timeout, host=args.host, port=args.port)
     if args.enable_auto_tool_choice and not args.tool_call_parser:
         raise SystemExit("--enable-auto-tool-choice requires --tool-call-parser")
     if args.prefill_url and not args.engine_url:

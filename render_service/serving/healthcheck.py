@@ -42,14 +42,18 @@ def read_cmdline(pid: int = 1) -> list[str]:
     return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
 
 
-def health_url(server_args: Sequence[str] | None, parser: argparse.ArgumentParser) -> str:
+def health_url(server_args: Sequence[str] | None, parser: argparse.ArgumentParser,
+               host: str | None = None, port: int | None = None) -> str:
     """``http://HOST:PORT/health`` for a server started with ``serve *server_args`` (``None``:
-    environment and defaults only). ``parser`` is the CLI's parser (environment defaults applied)."""
+    environment and defaults only). ``parser`` is the CLI's parser (environment defaults applied);
+    ``host`` / ``port`` (``render-service health --host/--port``) replace the discovered ones."""
     ns, _ = parser.parse_known_args(["serve", *(server_args or ())])
-    host = _LOOPBACK.get(ns.host, ns.host)
+    host = host if host is not None else ns.host
+    port = port if port is not None else ns.port
+    host = _LOOPBACK.get(host, host)
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return f"http://{host}:{ns.port}/health"
+    return f"http://{host}:{port}/health"
 
 
 def probe(url: str, timeout: float = 2.0) -> bool:
@@ -61,9 +65,10 @@ def probe(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def main(parser: argparse.ArgumentParser, url: str | None, timeout: float) -> int:
+def main(parser: argparse.ArgumentParser, url: str | None, timeout: float,
+         host: str | None = None, port: int | None = None) -> int:
     """Run the probe; prints the URL on failure. Returns the exit status."""
-    target = url or health_url(serve_argv(read_cmdline()), parser)
+    target = url or health_url(serve_argv(read_cmdline()), parser, host, port)
     if probe(target, timeout):
         return 0
     print(f"render-service health: {target} did not answer 200")
