@@ -431,6 +431,11 @@ def test_tokenize_and_detokenize(serve):
     assert c["tokens"] == chat(client, messages=USER).json()["token_ids"] and c["token_strs"] is None
     assert client.post("/detokenize", json={"tokens": [14990, 1879]}).json() == {"prompt": "hello world"}
     assert error_of(client.post("/detokenize", json={"tokens": [10**8]}))["param"] == "tokens"
+    # beyond 64 bits the id is still named as the integer sent; a fraction is no token id
+    huge = error_of(client.post("/detokenize", content=b'{"tokens": [1208925819614629174706176]}'))
+    assert huge["message"] == "Token id 1208925819614629174706176 is out of vocabulary (size 151669)"
+    assert error_of(client.post("/detokenize", json={"tokens": [1.5]}))["message"] == (
+        "Input should be a valid integer, got 1.5")
     assert error_of(client.post("/tokenize", json={}))["code"] == 400
 
 

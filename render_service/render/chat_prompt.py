@@ -68,10 +68,19 @@ def check_ids(bundle: ModelBundle, ids: Any, param: str) -> list[int]:
         raise InvalidRequest("token ids must be a list of integers", param=param)
     for tid in ids:
         if not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < bundle.vocab_size:
-            raise InvalidRequest(
-                f"Token id {tid!r} is out of vocabulary (size {bundle.vocab_size})", param=param
-            )
+            raise InvalidRequest(_bad_id_message(tid, bundle.vocab_size), param=param)
     return list(ids)
+
+
+def _bad_id_message(tid: Any, vocab_size: int) -> str:
+    """The 400 text for one bad id: an integer outside the vocabulary (JSON integers beyond 64
+    bits arrive as floats from the body parser and are shown as the integer sent), or a value that
+    is no integer at all (pydantic's wording, as vLLM's ``list[int]`` field answers)."""
+    if isinstance(tid, float) and tid.is_integer():
+        tid = int(tid)
+    if isinstance(tid, int) and not isinstance(tid, bool):
+        return f"Token id {tid} is out of vocabulary (size {vocab_size})"
+    return f"Input should be a valid integer, got {tid!r}"
 
 
 # ---------------------------------------------------------------------------------------------
