@@ -115,9 +115,15 @@ def test_chat_render_shape(serve):
 
 
 def test_request_id_defaults_to_uuid(serve):
-    """Without a body request_id the id is ``chatcmpl-<uuid hex>`` and streams carry no options."""
-    out = chat(serve(), messages=USER).json()
+    """Without a body request_id the id is ``chatcmpl-<32 hex>``, the hex being the X-Request-Id
+    the server answers with (one id in body and header), and streams carry no options."""
+    client = serve()
+    answers = [chat(client, messages=USER) for _ in range(2)]
+    out = answers[0].json()
     assert out["request_id"].startswith("chatcmpl-") and len(out["request_id"]) == 9 + 32
+    for answer in answers:
+        assert answer.json()["request_id"] == "chatcmpl-" + answer.headers["x-request-id"]
+    assert answers[1].json()["request_id"] != out["request_id"]
     assert (
         out["stream"] is False
         and out["stream_options"] is None

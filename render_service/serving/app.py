@@ -174,8 +174,11 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
         async def route(request: Request) -> Response:
             body = await read_json(request)
             check_body(body, limits)
-            if path.endswith("/render") and isinstance(body, dict) and request.state.request_id_from_client:
-                body["request_id"] = request.state.request_id  # upstream: X-Request-Id is the base id
+            if path.endswith("/render") and isinstance(body, dict) and (
+                    request.state.request_id_from_client or not body.get("request_id")):
+                # upstream: X-Request-Id, else the body's request_id, else a fresh id is the base
+                # id; the fresh one is the X-Request-Id we answer with, so header and body agree
+                body["request_id"] = request.state.request_id
             if not rendering and is_small_stream_chunk(body):  # ~50 µs: cheaper than a thread hop
                 result, tokens = call_counting(handler, request.app.state.bundle, settings, body, False)
             else:
