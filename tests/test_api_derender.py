@@ -115,6 +115,23 @@ CASES = [
         {},
         {"kinds": ["thinking", "text"], "stop_reason": "max_tokens"},
     ),
+    (  # a call cut by max_tokens inside a string value: Anthropic input is the SDK's partial parse
+        "qwen3_call_cut",
+        QWEN3,
+        '<think>\nok\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "da',
+        "length",
+        {},
+        {"kinds": ["thinking", "text", "tool_use"], "stop_reason": "max_tokens", "input": {"city": "Paris"}},
+    ),
+    (
+        "gpt_oss_call_cut",
+        GPT_OSS,
+        "<|channel|>analysis<|message|>Call it.<|end|><|start|>assistant<|channel|>commentary to=functions."
+        'get_weather <|constrain|>json<|message|>{"city": "Par',
+        "length",
+        {},
+        {"kinds": ["thinking", "tool_use"], "stop_reason": "max_tokens", "input": {}},
+    ),
 ]
 
 
@@ -257,7 +274,11 @@ def test_messages_derender(serve, case):
         assert message.stop_sequence == "END" and message.content[-1].text.endswith("Paris. ")
     for block in message.content:
         if block.type == "tool_use":
-            assert block.name == "get_weather" and block.input["city"] in ("Paris", "東京")
+            assert block.name == "get_weather"
+            if "input" in want:
+                assert block.input == want["input"]
+            else:
+                assert block.input["city"] in ("Paris", "東京")
     for sizes in _chunkings(len(ids), seed=len(name)):
         events = _stream(
             client, "/v1/messages/derender", "messages_request", request, prompt, ids, sizes, finish
@@ -302,7 +323,7 @@ def test_responses_derender(serve, case):
     assert [o.status for o in response.output][-1] == ("incomplete" if finish == "length" else "completed")
     assert response.usage is not None and response.usage.output_tokens == len(ids)
     for item in response.output:
-        if item.type == "function_call":
+        if item.type == "function_call" and finish != "length":
             assert item.name == "get_weather" and item.arguments.replace(" ", "") in (
                 '{"city":"Paris"}', '{"city":"東京"}')
     for sizes in _chunkings(len(ids), seed=len(name) + 1):
