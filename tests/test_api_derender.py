@@ -1,25 +1,27 @@
 """Anthropic Messages and OpenAI Responses derender over real HTTP: every batch answer and every
 streamed event validates against the official ``anthropic`` / ``openai`` SDK types, and the SDKs'
-own stream accumulators rebuild our batch answer from our events, at one token per chunk and at
-random chunk sizes, for Qwen3 (qwen3 + hermes) and gpt-oss (openai_gptoss + openai)."""
+own stream clients (``client.messages.stream(...).get_final_message()``,
+``client.responses.stream(...).get_final_response()``), fed the raw per-call events as SSE,
+rebuild our batch answer, at one token per chunk and at random chunk sizes, for Qwen3
+(qwen3 + hermes) and gpt-oss (openai_gptoss + openai)."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
 
+import anthropic
+import httpx
+import httpx2
+import openai
+import orjson
 import pytest
-from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message, RawMessageStreamEvent
 from conftest import model_dir
 from derender_helpers import split
-from openai._types import omit
-from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 from test_e2e_families import tokenizer
-
-from render_service.derender.responses import StreamOutput, complete_events
 
 ANTHROPIC_EVENT: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
 OPENAI_EVENT: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
@@ -76,6 +78,60 @@ CASES = [
         {},
         {"kinds": ["thinking", "text"], "stop_reason": "end_turn"},
     ),
+    (
+        "qwen3_unicode_answer",
+        QWEN3,
+        "<think>\n日本語で答える 😀\n</think>\n\n東京は晴れ、22°C です 👩‍👩‍👧<|im_end|>",
+        "stop",
+        {},
+        {"kinds": ["thinking", "text"], "stop_reason": "end_turn"},
+    ),
+    (
+        "qwen3_two_calls",
+        QWEN3,
+        '<think>\nTwo cities.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}\n</tool_call>\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "東京"}}\n</tool_call><|im_end|>',
+        "stop",
+        {},
+        {"kinds": ["thinking", "text", "tool_use", "tool_use"], "stop_reason": "tool_use"},
+    ),
+    (
+        "gpt_oss_preamble_call",
+        GPT_OSS,
+        "<|channel|>analysis<|message|>Use the tool.<|end|><|start|>assistant<|channel|>commentary<|message|>"
+        "Let me look that up.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+        '<|constrain|>json<|message|>{"city": "Paris"}<|call|>',
+        "stop",
+        {},
+        {"kinds": ["thinking", "text", "tool_use"], "stop_reason": "tool_use"},
+    ),
+    (
+        "gpt_oss_length",
+        GPT_OSS,
+        "<|channel|>analysis<|message|>I'm thinking.<|end|><|start|>assistant<|channel|>final<|message|>"
+        "I'm in the middle of answering",
+        "length",
+        {},
+        {"kinds": ["thinking", "text"], "stop_reason": "max_tokens"},
+    ),
+    (  # a call cut by max_tokens inside a string value: Anthropic input is the SDK's partial parse
+        "qwen3_call_cut",
+        QWEN3,
+        '<think>\nok\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "da',
+        "length",
+        {},
+        {"kinds": ["thinking", "text", "tool_use"], "stop_reason": "max_tokens", "input": {"city": "Paris"}},
+    ),
+    (
+        "gpt_oss_call_cut",
+        GPT_OSS,
+        "<|channel|>analysis<|message|>Call it.<|end|><|start|>assistant<|channel|>commentary to=functions."
+        'get_weather <|constrain|>json<|message|>{"city": "Par',
+        "length",
+        {},
+        {"kinds": ["thinking", "tool_use"], "stop_reason": "max_tokens", "input": {}},
+    ),
 ]
 
 
@@ -125,14 +181,13 @@ def _stream(
     ids: list[int],
     sizes: list[int],
     finish: str,
-    state_sizes: list[int] | None = None,
+    states: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The events of a stream of ``ids`` in chunks of ``sizes`` (a Responses stream's completed
-    as its caller does); ``state_sizes`` collects each returned state's length."""
+    """The raw events of a stream of ``ids`` in chunks of ``sizes``, one HTTP call per chunk,
+    as the service answered them (nothing filled in); ``states`` collects each returned state."""
     chunks = list(split(ids, sizes))
     events: list[dict[str, Any]] = []
     state = None
-    output = StreamOutput()  # what a Responses caller keeps to complete the done events
     for i, chunk in enumerate(chunks):
         last = i == len(chunks) - 1
         body: dict[str, Any] = {
@@ -149,13 +204,45 @@ def _stream(
         out = client.post(path, json=body)
         assert out.status_code == 200, out.text
         reply = out.json()
-        events.extend(complete_events(reply["events"], output) if "responses" in path else reply["events"])
+        events.extend(reply["events"])
         state = reply["stream_state"]
-        if state_sizes is not None:
-            state_sizes.append(len(state))
+        if states is not None:
+            states.append(state)
         if reply["stop_generation"]:
             break
     return events
+
+
+def _replay(events: list[dict[str, Any]], http: Any = httpx) -> Any:
+    """An HTTP client (of the ``http`` module the SDK uses: ``httpx``, or ``httpx2`` for
+    ``anthropic``) whose every answer is ``events`` as the SSE body a Messages / Responses server
+    sends (``event: <type>`` / ``data: <json>``): what an SDK reads from a gateway that forwards
+    the per-call derender's events unchanged."""
+    body = b"".join(
+        b"event: %s\ndata: %s\n\n" % (e["event"].encode(), orjson.dumps(e["data"])) for e in events
+    )
+    return http.Client(transport=http.MockTransport(
+        lambda _: http.Response(200, headers={"content-type": "text/event-stream"}, content=body)))
+
+
+def _anthropic_final(events: list[dict[str, Any]], request: dict[str, Any]) -> Message:
+    """The ``anthropic`` SDK's ``MessageStream`` over ``events``: its final message."""
+    client = anthropic.Anthropic(api_key="k", base_url="http://replay", http_client=_replay(events, httpx2))
+    with client.messages.stream(**request) as stream:
+        return stream.get_final_message()
+
+
+def _openai_stream(events: list[dict[str, Any]], request: dict[str, Any]) -> tuple[list[Any], Any]:
+    """The ``openai`` SDK's ``ResponseStream`` over ``events``: the events it yields and its
+    ``get_final_response()`` (``None`` when the stream ends with ``response.incomplete``, for
+    which the SDK has no final response: the caller reads that event's ``response``)."""
+    client = openai.OpenAI(api_key="k", base_url="http://replay/v1", http_client=_replay(events))
+    with client.responses.stream(**request) as stream:
+        seen = list(stream)
+        try:
+            return seen, stream.get_final_response()
+        except RuntimeError:  # "Didn't receive a `response.completed` event."
+            return seen, None
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -187,20 +274,19 @@ def test_messages_derender(serve, case):
         assert message.stop_sequence == "END" and message.content[-1].text.endswith("Paris. ")
     for block in message.content:
         if block.type == "tool_use":
-            assert block.name == "get_weather" and block.input == {"city": "Paris"}
+            assert block.name == "get_weather"
+            if "input" in want:
+                assert block.input == want["input"]
+            else:
+                assert block.input["city"] in ("Paris", "東京")
     for sizes in _chunkings(len(ids), seed=len(name)):
         events = _stream(
             client, "/v1/messages/derender", "messages_request", request, prompt, ids, sizes, finish
         )
-        snapshot = None
-        bufs: dict[int, bytes] = {}
         for raw in events:
-            event = ANTHROPIC_EVENT.validate_python(raw["data"])
-            assert event.type == raw["event"]
-            snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=bufs)
+            assert ANTHROPIC_EVENT.validate_python(raw["data"]).type == raw["event"]
         assert events[0]["event"] == "message_start" and events[-1]["event"] == "message_stop"
-        assert snapshot is not None
-        got, ref = snapshot.model_dump(), message.model_dump()
+        got, ref = _anthropic_final(events, request).model_dump(), message.model_dump()
         if want["stop_reason"] == "stop_sequence":  # the stream ends (stop_generation) at the stop chunk
             assert got["usage"].pop("output_tokens") <= ref["usage"].pop("output_tokens")
         assert got == ref, sizes
@@ -237,27 +323,55 @@ def test_responses_derender(serve, case):
     assert [o.status for o in response.output][-1] == ("incomplete" if finish == "length" else "completed")
     assert response.usage is not None and response.usage.output_tokens == len(ids)
     for item in response.output:
-        if item.type == "function_call":
-            assert item.name == "get_weather" and item.arguments.replace(" ", "") == '{"city":"Paris"}'
+        if item.type == "function_call" and finish != "length":
+            assert item.name == "get_weather" and item.arguments.replace(" ", "") in (
+                '{"city":"Paris"}', '{"city":"東京"}')
     for sizes in _chunkings(len(ids), seed=len(name) + 1):
         events = _stream(
             client, "/v1/responses/derender", "responses_request", request, prompt, ids, sizes, finish
         )
-        acc: ResponseStreamState[Any] = ResponseStreamState(input_tools=omit, text_format=omit)
         for n, raw in enumerate(events):
             event = OPENAI_EVENT.validate_python(raw["data"])
             assert event.type == raw["event"] and event.sequence_number == n
-            handled = acc.handle_event(event)
         # OpenAI / vLLM 0.33: a response cut by max_output_tokens ends with response.incomplete
         terminal = "response.incomplete" if finish == "length" else "response.completed"
         assert events[-1]["event"] == terminal
-        final = acc._completed_response if finish != "length" else handled[-1].response
+        # every raw event is whole: the terminal event's output is the batch output, and each
+        # done event repeats its item's whole text (as OpenAI and vLLM 0.33 send them)
+        assert _plain(events[-1]["data"]["response"]["output"]) == _plain(batch.json()["output"])
+        _assert_done_events_whole(events)
+        sdk_request = {k: request[k] for k in ("model", "input", "tools", "max_output_tokens")}
+        seen, final = _openai_stream(events, sdk_request)
+        assert [e.type for e in seen] == [e["event"] for e in events]
+        if finish == "length":  # no response.completed: the SDK's incomplete event carries it
+            final = seen[-1].response
         assert final is not None and final.status == response.status
         keys = ["output", "status", "incomplete_details"] + ([] if extra.get("stop_sequences") else ["usage"])
         for key in keys:
             got = getattr(final, key)
             ref = getattr(response, key)
             assert _plain(got) == _plain(ref), (key, sizes)
+
+
+def _assert_done_events_whole(events: list[dict[str, Any]]) -> None:
+    """Each done event's text is the join of its item's deltas (no ``null`` left to fill)."""
+    texts: dict[int, str] = {}
+    for e in events:
+        kind, data = e["event"], e["data"]
+        if kind.endswith(".delta"):
+            texts[data["output_index"]] = texts.get(data["output_index"], "") + data["delta"]
+            continue
+        text = texts.get(data.get("output_index", -1), "")
+        if kind in ("response.reasoning_text.done", "response.output_text.done"):
+            assert data["text"] == text, e
+        elif kind == "response.content_part.done":
+            assert data["part"]["text"] == text, e
+        elif kind == "response.function_call_arguments.done":
+            assert data["arguments"] == text, e
+        elif kind == "response.output_item.done":
+            item = data["item"]
+            got = item["arguments"] if item["type"] == "function_call" else item["content"][0]["text"]
+            assert got == text, e
 
 
 def _plain(value: Any) -> Any:
@@ -296,37 +410,49 @@ def test_missing_request_and_bad_state(serve):
 _LONG = "<think>\nok\n</think>\n\n" + " ".join(str(i * 7919 % 1000) for i in range(80))
 
 
+_WORDS = "<think>\nok\n</think>\n\n" + " ".join(
+    random.Random(7).choice(["weather", "Paris", "sunny", "forecast", "tomorrow", "rain", "cloud", "wind"])
+    for _ in range(80))
+
+
 def test_messages_stream_state_does_not_grow_with_the_output(serve):
     """The Messages stream state holds block bookkeeping only: its size at token 80 of a long text
     is its size at token 10, within a few bytes of counters."""
     client = _client(serve, *QWEN3)
     request = {**_anthropic_request({}), "model": client.get("/v1/models").json()["data"][0]["id"]}
     ids = tokenizer(QWEN3[0]).encode(_LONG, add_special_tokens=False)[:80]
-    sizes: list[int] = []
+    states: list[str] = []
     _stream(client, "/v1/messages/derender", "messages_request", request, [1, 2, 3], ids, [1] * 80, "length",
-            sizes)
+            states)
+    sizes = [len(s) for s in states]
     assert abs(sizes[-2] - sizes[10]) <= 16, sizes
 
 
-def test_responses_stream_state_does_not_grow_with_the_output(serve):
-    """The Responses stream state keeps no output text (the done events leave it to the caller):
-    its size at token 80 of a long answer is its size at token 10, within a few bytes of counters;
-    the caller's completed done events still carry the whole text."""
+def test_responses_stream_state_carries_the_output_text_once(serve):
+    """The Responses stream state keeps each item's text so far (its done events and terminal
+    ``response.output`` repeat it, whole, with no caller fill step): from token 10 to token 79 it
+    grows by at most the base64 of the text streamed in between, and is zlib-compressed once its
+    body passes 512 bytes; the raw events' done texts and terminal output are the whole text."""
     client = _client(serve, *QWEN3)
     request = {**_responses_request({}), "model": client.get("/v1/models").json()["data"][0]["id"]}
-    ids = tokenizer(QWEN3[0]).encode(_LONG, add_special_tokens=False)[:80]
-    sizes: list[int] = []
+    ids = tokenizer(QWEN3[0]).encode(_WORDS, add_special_tokens=False)[:80]
+    states: list[str] = []
     events = _stream(client, "/v1/responses/derender", "responses_request", request, [1, 2, 3], ids, [1] * 80,
-                     "length", sizes)
-    assert abs(sizes[-2] - sizes[10]) <= 16, sizes
+                     "length", states)
+    sizes = [len(s) for s in states]
+    deltas = [e["data"]["delta"] for e in events if e["event"].endswith(".delta")]
+    streamed = "".join(deltas[11:]).encode()  # from the 12th text delta (token 11) on
+    assert len(streamed) > 150
+    assert sizes[-1] - sizes[10] <= len(streamed) * 4 / 3 + 32, (sizes, len(streamed))
+    assert states[10].startswith("1j.") and states[-1].startswith("1z."), (states[10][:3], states[-1][:3])
     done = [e["data"] for e in events if e["event"] == "response.output_text.done"]
-    deltas = "".join(e["data"]["delta"] for e in events if e["event"] == "response.output_text.delta")
-    assert len(done) == 1 and done[0]["text"] == deltas and len(deltas) > 60
+    text = "".join(e["data"]["delta"] for e in events if e["event"] == "response.output_text.delta")
+    assert len(done) == 1 and done[0]["text"] == text and len(text) > 60
     last = events[-1]["data"]
     assert events[-1]["event"] == "response.incomplete" and last["response"]["status"] == "incomplete"
     assert last["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
     assert [o["type"] for o in last["response"]["output"]] == ["reasoning", "message"]
-    assert last["response"]["output"][1]["content"][0]["text"] == deltas
+    assert last["response"]["output"][1]["content"][0]["text"] == text
     assert last["response"]["output"][1]["status"] == "incomplete"
 
 

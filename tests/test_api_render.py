@@ -42,11 +42,7 @@ GPT_OSS_GOLDENS = json.loads(
     (Path(__file__).parent / "data" / "api_render_goldens_gptoss.json").read_text(encoding="utf-8")
 )
 #: gpt-oss Responses cases where we still differ (README, "Deliberate differences").
-GPT_OSS_KNOWN_DIFFERENT = {
-    # an assistant message item with empty text: vLLM renders an empty final-channel message, our
-    # harmony render (shared with chat, where vLLM drops it) drops it
-    "g_empty_assistant",
-}
+GPT_OSS_KNOWN_DIFFERENT: set[str] = set()  # none left (g_empty_assistant: the empty final message kept)
 
 
 @pytest.fixture(scope="module")

@@ -142,7 +142,7 @@ def test_responses_json_and_stream_equal_by_hand(gateway, engines, sdk):  # noqa
 
 def test_responses_cut_by_max_output_tokens_end_incomplete(sdk):
     """The engine stops for length: the SDK's stream ends with ``response.incomplete`` whose
-    output (completed from the deltas) is the JSON answer's, status ``incomplete``."""
+    output is the JSON answer's, status ``incomplete``."""
     request = {"model": MODEL, "input": WEATHER, "tools": R_TOOLS, "max_output_tokens": 12}
     want = sdk.responses.create(**request, extra_headers={"X-Request-Id": "r-len"})
     assert want.status == "incomplete" and want.incomplete_details.reason == "max_output_tokens"

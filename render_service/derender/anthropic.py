@@ -115,11 +115,11 @@ def _message(chat: dict[str, Any], model: str) -> dict[str, Any]:
         content.append({"type": "thinking", "thinking": msg["reasoning"], "signature": ""})
     if msg.get("content"):
         content.append({"type": "text", "text": msg["content"]})
-    for call in calls:
+    for n, call in enumerate(calls, 1):
         fn = call["function"]
-        content.append(
-            {"type": "tool_use", "id": call["id"], "name": fn["name"], "input": tool_input(fn["arguments"])}
-        )
+        cut = n == len(calls) and choice["finish_reason"] == "length"  # only the last call was cut
+        content.append({"type": "tool_use", "id": call["id"], "name": fn["name"],
+                        "input": tool_input(fn["arguments"], cut)})
     if not content:
         content.append({"type": "text", "text": ""})
     reason, sequence = stop_reason(choice["finish_reason"], choice["stop_reason"], bool(calls))

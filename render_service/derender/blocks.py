@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic_core import from_json
+
 from ..protocol.derender import StreamState
 from .pipeline import StepOutput
 
@@ -50,14 +52,20 @@ def opens_block(state: StreamState, piece: Piece) -> bool:
     return piece.kind != state.blk or piece.name is not None
 
 
-def tool_input(arguments: str) -> dict[str, Any]:
+def tool_input(arguments: str, cut: bool = False) -> dict[str, Any]:
     """A call's arguments as the object Anthropic's ``input`` is: parsed JSON, ``{}`` for empty
-    arguments; arguments that are not a JSON object are kept under ``"_raw"`` (never lost)."""
+    arguments; arguments that are not a JSON object are kept under ``"_raw"`` (never lost).
+
+    ``cut``: the call was cut by ``max_tokens``; its arguments are a JSON prefix, read as the
+    ``anthropic`` SDK's stream accumulator reads the same ``input_json_delta``s (partial JSON:
+    complete values kept, an unfinished trailing key, string or literal dropped; pydantic-core's
+    ``from_json(allow_partial=True)``, the jiter parse the SDK runs), so a batch answer and a
+    streamed one give the client the same ``input``; ``"_raw"`` only if it is no JSON prefix."""
     if not arguments.strip():
         return {}
     try:
-        value = json.loads(arguments)
-    except json.JSONDecodeError:
+        value = from_json(arguments, allow_partial=True) if cut else json.loads(arguments)
+    except ValueError:  # json.JSONDecodeError is a ValueError
         return {"_raw": arguments}
     return value if isinstance(value, dict) else {"_raw": arguments}
 

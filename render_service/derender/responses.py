@@ -18,15 +18,16 @@ and message), the deltas (``response.reasoning_text.delta``, ``response.output_t
 ``response.incomplete`` when the engine stopped for length (vLLM 0.33 and OpenAI: status
 ``incomplete``, the last item ``incomplete``). ``sequence_number`` continues across calls.
 
-The ``stream_state`` stays flat (its size does not grow with the output): the texts that the
-done events and the terminal response repeat (the item's whole text, the whole ``output``) are
-``None`` in the per-call answer, and the caller, which forwards every delta anyway, fills them
-(:func:`complete_events` is the rule, and what the gateway runs).
+Every event is complete as OpenAI and vLLM 0.33 send it: the done events repeat the item's whole
+text and the terminal event carries the whole ``output``, so a client (the ``openai`` SDK's
+``ResponseStreamState``, which takes the terminal event's ``response`` as the final response)
+needs nothing but the events. For that the ``stream_state`` keeps each item's text so far
+(``items``), so it grows with the output; it is zlib-compressed above 512 bytes (chat and
+Messages states stay flat: they have no ``items``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..api_tools import responses_tool_choice, responses_tools
@@ -73,13 +74,13 @@ def chat_fields(req: ResponsesRequest | None) -> ChatRequestFields | None:
 def _item(
     kind: str,
     item_id: str,
-    text: str | None,
+    text: str,
     name: str = "",
     call_id: str = "",
     status: str = "completed",
 ) -> dict[str, Any]:
     """One output item; ``status`` ``in_progress`` is the item as ``output_item.added`` shows it
-    (no content yet). ``text`` ``None``: left for the caller to fill (streaming)."""
+    (no content yet)."""
     opened = status == "in_progress"
     if kind == "reasoning":
         content = [] if opened else [{"type": "reasoning_text", "text": text}]
@@ -97,7 +98,7 @@ def _item(
     }
 
 
-def _text_part(text: str | None) -> dict[str, Any]:
+def _text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
@@ -112,7 +113,7 @@ def _response(
     rid: str,
     model: str,
     created: int,
-    output: list[dict[str, Any]] | None,
+    output: list[dict[str, Any]],
     finish: str | None,
     usage: tuple[int, int] | None,
     req: ResponsesRequest | None,
@@ -200,13 +201,18 @@ def _batch(bundle: ModelBundle, settings: Settings, req: DerenderResponsesReques
 # --- streaming ------------------------------------------------------------------------------
 
 
-def _item_id(state: StreamState, index: int) -> str:
-    return f"{PREFIX[ITEM_TYPES[state.blk]]}_{state.rid}_{index}"
+def _stored_item(state: StreamState, index: int, status: str = "completed") -> dict[str, Any]:
+    """Output item ``index`` as the state keeps it (``state.items``), whole: the item of its
+    ``response.output_item.done`` event and of the terminal ``response.output``."""
+    blk, text, *call = state.items[index]
+    kind = ITEM_TYPES[blk]
+    name, call_id = call if call else ("", "")
+    return _item(kind, f"{PREFIX[kind]}_{state.rid}_{index}", text, name, call_id, status)
 
 
 class _Events:
-    """The events of one step; reads and updates the flat state (open item kind, item count,
-    the open call's name and id, ``sequence_number``)."""
+    """The events of one step; reads and updates the state (open item kind, the items so far with
+    their text, ``sequence_number``)."""
 
     def __init__(self, state: StreamState) -> None:
         self.state = state
@@ -217,47 +223,52 @@ class _Events:
         self.state.seq += 1
 
     def close(self, status: str = "completed") -> None:
-        """The done events of the open item, its text left ``None`` (see :func:`complete_events`)."""
+        """The done events of the open item, each with the item's whole text (as OpenAI and
+        vLLM 0.33 send them)."""
         st = self.state
         if not st.blk:
             return
-        kind, index = ITEM_TYPES[st.blk], st.nblk - 1
-        item_id = _item_id(st, index)
-        name, call_id = (st.fc + ["", ""])[:2]
-        ids = {"item_id": item_id, "output_index": index}
+        index = st.nblk - 1
+        item = _stored_item(st, index, status)
+        kind, text = item["type"], st.items[index][1]
+        ids = {"item_id": item["id"], "output_index": index}
         if kind == "reasoning":
-            self.emit("response.reasoning_text.done", **ids, content_index=0, text=None)
+            self.emit("response.reasoning_text.done", **ids, content_index=0, text=text)
             self.emit("response.content_part.done", **ids, content_index=0,
-                      part={"type": "reasoning_text", "text": None})
+                      part={"type": "reasoning_text", "text": text})
         elif kind == "message":
-            self.emit("response.output_text.done", **ids, content_index=0, text=None, logprobs=[])
-            self.emit("response.content_part.done", **ids, content_index=0, part=_text_part(None))
+            self.emit("response.output_text.done", **ids, content_index=0, text=text, logprobs=[])
+            self.emit("response.content_part.done", **ids, content_index=0, part=_text_part(text))
         else:
-            self.emit("response.function_call_arguments.done", **ids, arguments=None, name=name)
-        self.emit("response.output_item.done", output_index=index,
-                  item=_item(kind, item_id, None, name, call_id, status))
-        st.blk, st.fc = "", []
+            self.emit("response.function_call_arguments.done", **ids, arguments=text, name=item["name"])
+        self.emit("response.output_item.done", output_index=index, item=item)
+        st.blk = ""
 
     def open(self, piece: Piece) -> None:
         self.close()
         st = self.state
-        st.blk, st.nblk = piece.kind, st.nblk + 1
-        st.fc = [piece.name or "", piece.call_id or ""] if piece.kind == "tool" else []
-        kind, index = ITEM_TYPES[piece.kind], st.nblk - 1
-        item_id = _item_id(st, index)
-        self.emit("response.output_item.added", output_index=index,
-                  item=_item(kind, item_id, "", piece.name or "", piece.call_id or "", "in_progress"))
-        if kind == "reasoning":
-            self.emit("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
+        index = st.nblk
+        st.blk, st.nblk = piece.kind, index + 1
+        if piece.kind == "tool":
+            st.items.append([piece.kind, "", piece.name or "", piece.call_id or ""])
+        else:
+            st.items.append([piece.kind, ""])
+        item = _stored_item(st, index, "in_progress")
+        self.emit("response.output_item.added", output_index=index, item=item)
+        if item["type"] == "reasoning":
+            self.emit("response.content_part.added", item_id=item["id"], output_index=index, content_index=0,
                       part={"type": "reasoning_text", "text": ""})
-        elif kind == "message":
-            self.emit("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
+        elif item["type"] == "message":
+            self.emit("response.content_part.added", item_id=item["id"], output_index=index, content_index=0,
                       part=_text_part(""))
 
     def delta(self, piece: Piece) -> None:
         st = self.state
-        kind, index = ITEM_TYPES[st.blk], st.nblk - 1
-        ids = {"item_id": _item_id(st, index), "output_index": index}
+        index = st.nblk - 1
+        current = st.items[index]
+        current[1] += piece.text
+        kind = ITEM_TYPES[current[0]]
+        ids = {"item_id": f"{PREFIX[kind]}_{st.rid}_{index}", "output_index": index}
         if kind == "reasoning":
             self.emit("response.reasoning_text.delta", **ids, content_index=0, delta=piece.text)
         elif kind == "message":
@@ -286,11 +297,15 @@ def _step_events(
         if piece.text:
             ev.delta(piece)
     if out.finish_reason is not None:
+        status = response_status(out.finish_reason)
+        last = "incomplete" if status == "incomplete" else "completed"  # only the last item was cut
+        ev.close(last)
+        n = len(state.items)
+        output = [_stored_item(state, i, last if i == n - 1 else "completed") for i in range(n)]
         final = _response(
-            state.rid, state.model, state.created, None, out.finish_reason, (input_tokens, state.nout), req
+            state.rid, state.model, state.created, output, out.finish_reason, (input_tokens, state.nout), req
         )
-        ev.close(final["status"] if final["status"] == "incomplete" else "completed")
-        ev.emit(TERMINAL[final["status"]], response=final)
+        ev.emit(TERMINAL[status], response=final)
     return ev.events
 
 
@@ -298,68 +313,14 @@ TERMINAL = {"completed": "response.completed", "incomplete": "response.incomplet
 """The last event of a stream by the response's ``status`` (as vLLM 0.33 and OpenAI)."""
 
 
-@dataclass(slots=True)
-class StreamOutput:
-    """What the caller of a Responses stream keeps to complete its events (the service keeps no
-    output text in the ``stream_state``): per ``output_index`` the joined deltas, and the done
-    items. Memory: the output so far, on the caller's side, for the stream's life."""
-
-    texts: dict[int, str] = field(default_factory=dict)
-    items: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-
-def complete_events(events: list[dict[str, Any]], output: StreamOutput) -> list[dict[str, Any]]:
-    """Fill, in place, the texts the streaming derender leaves ``None``, from the deltas seen so
-    far (``output`` carries them across calls); returns ``events``.
-
-    The rule, for a caller in any language: per ``output_index``, join the ``delta`` of every
-    ``*.delta`` event; a ``None`` ``text`` (``response.reasoning_text.done``,
-    ``response.output_text.done``, ``response.content_part.done``'s ``part``, the
-    ``response.output_item.done`` item's first content part) or ``arguments``
-    (``response.function_call_arguments.done``, the done ``function_call`` item) is that joined
-    text; the terminal event's (``response.completed`` / ``response.incomplete``) ``None``
-    ``output`` is the done items in ``output_index`` order. The result is what OpenAI's and
-    vLLM's Responses streams send (the done events repeat the item's whole text).
-    """
-    for event in events:
-        kind, data = event["event"], event["data"]
-        index = data.get("output_index")
-        if kind.endswith(".delta"):
-            output.texts[index] = output.texts.get(index, "") + data["delta"]
-            continue
-        text = output.texts.get(index, "")
-        if kind in ("response.reasoning_text.done", "response.output_text.done") and data["text"] is None:
-            data["text"] = text
-        elif kind == "response.content_part.done" and data["part"]["text"] is None:
-            data["part"]["text"] = text
-        elif kind == "response.function_call_arguments.done" and data["arguments"] is None:
-            data["arguments"] = text
-        elif kind == "response.output_item.done":
-            item = data["item"]
-            if item.get("arguments", "") is None:
-                item["arguments"] = text
-            for part in item.get("content") or ():
-                if part.get("text", "") is None:
-                    part["text"] = text
-            output.items[index] = item
-            output.texts.pop(index, None)
-        elif kind in TERMINAL.values() and data["response"]["output"] is None:
-            data["response"]["output"] = [output.items[i] for i in sorted(output.items)]
-    return events
-
-
-def _shape(
-    req: ResponsesRequest | None, first_tokens: int | None, output: StreamOutput | None = None
-) -> ChoiceShape:
+def _shape(req: ResponsesRequest | None, first_tokens: int | None) -> ChoiceShape:
     """The step shape of a Responses stream: ``{"events": [...]}`` (per call and live alike);
-    ``first_tokens`` (first call) sets the state's prompt token count; ``output`` (the live
-    stream, which is its own caller) completes the events with :func:`complete_events`."""
+    ``first_tokens`` (first call) sets the state's prompt token count."""
 
     def shape(out: StepOutput, choice: GenerateChoice, st: StreamState) -> dict[str, Any]:
         if first_tokens is not None:
             st.ptoks = first_tokens
-        events = _step_events(out, choice, st, req, st.ptoks or 0)
-        return {"events": events if output is None else complete_events(events, output)}
+        return {"events": _step_events(out, choice, st, req, st.ptoks or 0)}
 
     return shape
 
@@ -370,7 +331,7 @@ def open_responses_stream(
     """An in-memory Responses stream (the gateway's ``POST /v1/responses``): each
     :meth:`LiveStream.step` chunk has at most one choice whose ``events`` are the Responses
     stream events of that engine event, built by the same code as the per-call streaming derender
-    and completed (:func:`complete_events`) from the output this object keeps in memory.
+    (its in-memory state keeps the items' texts the done events repeat, as the per-call state).
 
     Raises:
         UnknownModel: ``model`` is not served. ValidationError: a malformed request.
@@ -379,7 +340,7 @@ def open_responses_stream(
     opts = chat_fields(req)
     assert opts is not None
     return open_live(bundle, settings, req.model, opts, prompt_token_ids, rid, object_name="response",
-                     shape=_shape(req, None, StreamOutput()), extra={}, prompt_tokens=len(prompt_token_ids))
+                     shape=_shape(req, None), extra={}, prompt_tokens=len(prompt_token_ids))
 
 
 def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStreamRequest) -> dict[str, Any]:

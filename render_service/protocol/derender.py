@@ -229,7 +229,8 @@ class StreamState(BaseModel):
     state travels with every chunk; defaults are left out of the encoding.
 
     Size: constant in the output length, except ``parser`` while a tool call is open (it holds
-    the call's unsent arguments). Per-chunk cost of using it: O(new tokens).
+    the call's unsent arguments) and a Responses stream's ``items`` (the output text so far).
+    Per-chunk cost of using it: O(new tokens), plus O(output) for a Responses state.
 
     Attributes:
         cfg: configuration fingerprint prefix (:func:`render_service.fingerprint.config_fingerprint`).
@@ -255,9 +256,10 @@ class StreamState(BaseModel):
         blk: Messages/Responses: kind of the open content block / output item (``thinking``,
             ``text``, ``tool``; empty when none is open). nblk: blocks / items started so far
             (the open one is ``nblk - 1``). nout: output tokens so far. seq: Responses' next
-            ``sequence_number``. fc: Responses: ``[name, call_id]`` of the open
-            ``function_call`` item (the output text itself is never kept: the done events leave
-            it to the caller, see :mod:`render_service.derender.responses`).
+            ``sequence_number``. items: Responses only: per output item so far ``[blk, text]``,
+            or ``[blk, arguments, name, call_id]`` for a call (the done events and the terminal
+            ``response.output`` repeat the whole output, so this part grows with the output;
+            empty, and left out of the encoding, for chat, completions and Messages).
         api: the route family that made the state (``""`` chat, ``"c"`` completions, ``"m"``
             Messages, ``"r"`` Responses): a state is refused on another family's route.
     """
@@ -298,5 +300,5 @@ class StreamState(BaseModel):
     nblk: int = 0
     nout: int = 0
     seq: int = 0
-    fc: list[str] = Field(default_factory=list, max_length=2)
+    items: list[list[str]] = Field(default_factory=list)
     api: str = ""

@@ -107,8 +107,13 @@ def _parse_context(
     }
 
 
-def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
+def render_chat(
+    bundle: ModelBundle, settings: Settings, body: Any, responses_items: bool = False
+) -> dict[str, Any]:
     """One ``GenerateRequest`` dict for an OpenAI chat request (upstream-render-api.md §3, §5).
+    ``responses_items``: ``body`` is the chat form of a Responses request, one message per input
+    item (the gpt-oss harmony render then keeps an empty assistant message, as vLLM 0.33's
+    Responses render; see :func:`render_service.render.chat_prompt.chat_prompt`).
 
     Raises:
         InvalidRequest: beam search, ``stream_options`` without ``stream``, tool-choice problems,
@@ -124,7 +129,7 @@ def render_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str,
     tools = messages.validate_tools(req.tools)
     choice = tool_choice.resolve(req.tool_choice, tools, settings)
     template_tools = None if choice == "none" and settings.exclude_tools_when_tool_choice_none else tools
-    prompt = chat_prompt(bundle, settings, req, template_tools)
+    prompt = chat_prompt(bundle, settings, req, template_tools, responses_items)
 
     requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     max_tokens = sampling.resolve_max_tokens(requested, len(prompt.token_ids), bundle)

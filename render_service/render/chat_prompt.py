@@ -178,9 +178,15 @@ def conversation(ct: chat_template.CompiledTemplate, settings: Settings, raw: An
 
 
 def chat_prompt(
-    bundle: ModelBundle, settings: Settings, req: ChatCompletionRequest, tools: list[dict[str, Any]] | None
+    bundle: ModelBundle,
+    settings: Settings,
+    req: ChatCompletionRequest,
+    tools: list[dict[str, Any]] | None,
+    responses_items: bool = False,
 ) -> ChatPrompt:
     """Template + tokenize the request's messages (or reuse ``kv_transfer_params.prompt_token_ids``).
+    ``responses_items``: the messages come one per Responses input item (gpt-oss only: see
+    :func:`render_service.render.harmony.render_ids` ``keep_empty_final``).
 
     Raises:
         InvalidRequest / TemplateRenderError: see :func:`render_chat`.
@@ -200,7 +206,8 @@ def chat_prompt(
     elif harmony.uses_harmony(bundle.config):  # gpt-oss: harmony, not the Jinja template (as vLLM)
         effort = settings.reasoning_effort_map.get(req.reasoning_effort or "", req.reasoning_effort)
         ids = harmony.render_ids(
-            req.messages, tools, reasoning_effort=effort, start_date=settings.system_start_date
+            req.messages, tools, reasoning_effort=effort, start_date=settings.system_start_date,
+            keep_empty_final=responses_items,
         )
     else:
         assert ct is not None

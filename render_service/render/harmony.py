@@ -83,7 +83,11 @@ def _developer(instructions: str | None, tools: list[dict[str, Any]] | None) -> 
     return Message.from_role_and_content(Role.DEVELOPER, content)
 
 
-def _message(msg: dict[str, Any], call_names: dict[Any, Any]) -> list[Any]:
+def _message(msg: dict[str, Any], call_names: dict[Any, Any], keep_empty_final: bool = False) -> list[Any]:
+    """The harmony messages of one chat message. ``keep_empty_final``: an assistant message with
+    ``content`` whose first text is empty still becomes a ``final`` message (vLLM 0.33's harmony
+    Responses render, ``response_input_to_harmony``); the chat path drops it (vLLM's
+    ``parse_chat_input_to_harmony_message``)."""
     from openai_harmony import Author, Message, Role, TextContent
 
     role = msg.get("role")
@@ -121,7 +125,7 @@ def _message(msg: dict[str, Any], call_names: dict[Any, Any]) -> list[Any]:
     parts = [content] if isinstance(content, str) else [p.get("text", "") for p in content]
     contents = [TextContent(text=t) for t in parts]
     if role == "assistant":
-        if contents and contents[0].text:
+        if contents and (contents[0].text or (keep_empty_final and "content" in msg)):
             out.append(Message.from_role_and_contents(Role.ASSISTANT, contents).with_channel("final"))
     elif role in ("system", "developer"):
         text = _flat_text(msg.get("content"))
@@ -198,6 +202,7 @@ def render_ids(
     *,
     reasoning_effort: str | None,
     start_date: str | None = None,
+    keep_empty_final: bool = False,
 ) -> list[int]:
     """Prompt token ids of a chat request for gpt-oss (see the module docstring).
 
@@ -206,6 +211,9 @@ def render_ids(
         tools: the request's tools in vLLM's shape, or ``None`` (none, or hidden from the prompt).
         reasoning_effort: the request's ``reasoning_effort`` after ``--reasoning-effort-map``.
         start_date: ``YYYY-MM-DD`` of the system message; today when ``None``.
+        keep_empty_final: the messages are a Responses request's items, one per item: an
+            assistant message with empty text is an empty ``final`` message, as vLLM 0.33's
+            harmony Responses render makes it (its chat render drops it; see :func:`_message`).
 
     Raises:
         InvalidRequest: ``reasoning_effort`` harmony does not know (``none`` included), a message
@@ -246,7 +254,7 @@ def render_ids(
         if isinstance(c, dict)
     }
     for m in rest:
-        msgs += _message(m, call_names)
+        msgs += _message(m, call_names, keep_empty_final)
     conv = Conversation.from_messages(_drop_old_analysis(msgs))
     ids = _encoding().render_conversation_for_completion(
         conv, Role.ASSISTANT, config=RenderConversationConfig(auto_drop_analysis=False)

@@ -244,8 +244,8 @@ def render_responses(bundle: ModelBundle, settings: Settings, body: Any) -> dict
             "previous_response_id is not supported by the stateless render endpoint.",
             param="previous_response_id",
         )
-    chat = to_chat_request(req, harmony=uses_harmony(bundle.config))
-    out = render_chat(bundle, settings, chat)
+    harmony = uses_harmony(bundle.config)
+    out = render_chat(bundle, settings, to_chat_request(req, harmony=harmony), responses_items=harmony)
     out["request_id"] = req.request_id or f"resp_{uuid.uuid4().hex}"
     out["parse_context"] = None
     out["reasoning_ended"] = None
