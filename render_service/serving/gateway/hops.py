@@ -343,15 +343,20 @@ def abort_unanswered(engines: Engines, legs: list[Leg], reason: str) -> None:
 
 def derender_batch(bundle: ModelBundle, settings: Settings, body: dict[str, Any], legs: list[Leg],
                    results: list[dict[str, Any]], api: str) -> dict[str, Any]:
-    """Batch derender of the engines' answers (worker thread); ids are the rendered ones."""
+    """Batch derender of the engines' answers (worker thread); ids are the rendered ones.
+    ``usage.prompt_tokens`` is the length of each rendered prompt (the gateway rendered it; as
+    vLLM's serve counts ``len(prompt_token_ids)``; the bare derender counts only what its caller
+    sends)."""
     for result in results:
         result["request_id"] = response_id(body, api)
     if api == "completions":
         return derender_completion(bundle, settings, {
             "model": body.get("model"), "generate_responses": results, "completion_request": body,
-            "prompt_token_ids": [leg.rendered["token_ids"] for leg in legs]})
+            "prompt_token_ids": [leg.rendered["token_ids"] for leg in legs],
+            "prompt_tokens": [len(leg.rendered["token_ids"]) for leg in legs]})
     common = {"model": body.get("model"), "generate_response": results[0],
-              "prompt_token_ids": legs[0].rendered["token_ids"]}
+              "prompt_token_ids": legs[0].rendered["token_ids"],
+              "prompt_tokens": len(legs[0].rendered["token_ids"])}
     if api == "messages":
         return derender_messages(bundle, settings, {**common, "messages_request": body})
     if api == "responses":
