@@ -185,15 +185,19 @@ def _aborts(gateway, reason: str) -> float:
     return 0.0
 
 
-def test_stream_timeout_before_the_first_chunk_is_a_504(gateway, engine, sdk):
+@pytest.mark.parametrize(("word", "stream"), [("silent", True), ("mute", True), ("mute", False)])
+def test_stream_timeout_before_the_first_chunk_is_a_504(gateway, engine, sdk, word, stream):
+    """The engine sends no first chunk ("silent"), or not even its status line ("mute"), within
+    --engine-timeout: a 504 JSON error, and the engine request is aborted as ``timeout``."""
     _, app, _ = engine
     timeouts, gone = _aborts(gateway, "timeout"), _aborts(gateway, "client_disconnect")
+    tag = f"{word}-timeout-{uuid.uuid4().hex[:8]}"
     with pytest.raises(openai.APIStatusError) as err:
-        sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "silent"}],
-                                    stream=True, extra_headers={"X-Request-Id": "silent-1"})
+        sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": word}],
+                                    stream=stream, extra_headers={"X-Request-Id": tag})
     assert err.value.status_code == 504
     assert err.value.body["type"] == "GatewayTimeoutError"
-    rid = "generate-tokens-chatcmpl-silent-1"
+    rid = f"generate-tokens-chatcmpl-{tag}"
     assert wait_until(app, lambda: rid in app.state.aborts and rid not in app.state.active)
     assert _aborts(gateway, "timeout") == timeouts + 1
     assert _aborts(gateway, "client_disconnect") == gone

@@ -31,7 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from ...errors import InvalidRequest
 from ...settings import Settings
-from .engines import Engines
+from .engines import Engines, EngineTimeout
 from .hops import GatewayStream, abort_unanswered, derender_batch, generate_all, prepare
 
 __all__ = ["install_gateway"]
@@ -149,7 +149,11 @@ def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
             if not opened:  # gone while waiting for the first chunk: open() aborts and closes
                 return Response(status_code=499)
             return EventStream(stream)
-        finished, results = await _unless_disconnected(request, generate_all(engines, legs))
+        try:
+            finished, results = await _unless_disconnected(request, generate_all(engines, legs))
+        except EngineTimeout:  # the engine may still run it: as for a stream, abort it
+            abort_unanswered(engines, legs, "timeout")
+            raise
         if not finished:
             abort_unanswered(engines, legs, "client_disconnect")
             return Response(status_code=499)
