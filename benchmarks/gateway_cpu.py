@@ -16,7 +16,15 @@ Rows (per output token):
   the ratio's goal is 3x;
 * gateway JSON: the same request with ``stream`` false (engine JSON, one batch derender);
 * per-chunk HTTP path: ``/v1/chat/completions/derender`` with ``stream_state``, 1 token per call,
-  server CPU per call (what a client driving the hops itself costs this tier).
+  server CPU per call (what a client driving the hops itself costs this tier);
+* (full run only) gateway stream at 10 tokens per engine event: the engine restarted with
+  ``--chunk-size 10``, what a vLLM engine started with ``--stream-interval 10`` sends (vLLM's knob
+  for host overhead per streamed token); the same output, a tenth of the events.
+
+What the first figure is: the scripted engine sends each event as soon as it can (no delay,
+a few tenths of a millisecond apart on this machine) and the gateway keeps up, so every network
+read holds one event and every token costs one engine read, one derender step and one client
+write: a cost per event, which the batch derender amortises over the whole output.
 """
 
 from __future__ import annotations
@@ -108,6 +116,21 @@ def gateway(res: Results, ctx: Any) -> None:
         res.add("gateway", "server CPU per token, per-chunk HTTP derender (1 token/call)", http_ms)
         res.add("gateway", "gateway stream / per-chunk HTTP path, per token", stream_ms / http_ms, "x",
                 ("<=", 1.0))
+        if not quick:  # the same output at 10 tokens per engine event (vLLM --stream-interval 10)
+            engine.terminate()
+            engine.wait(10)
+            engine = _start(cmd[:-1] + ["10"], engine_url, "/scripted/stats")
+            _stream_tokens(server.url, body)
+            per_token = []
+            for _ in range(runs):
+                cpu0 = light.proc_cpu_ns_s(pids)
+                tokens = _stream_tokens(server.url, body)
+                per_token.append((light.proc_cpu_ns_s(pids) - cpu0) / tokens * 1e3)
+            interval_ms = statistics.median(per_token)
+            res.add("gateway", "server CPU per streamed token, gateway (10 tokens/event)", interval_ms,
+                    note="engine as vLLM --stream-interval 10")
+            res.add("gateway", "gateway stream at 10 tokens/event / one batch derender",
+                    interval_ms / batch_ms, "x")
     except (RuntimeError, OSError, httpx.HTTPError) as exc:
         res.skip("gateway", "gateway CPU per streamed token", f"{type(exc).__name__}: {exc}"[:160])
     finally:

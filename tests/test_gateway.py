@@ -104,7 +104,8 @@ def by_hand(gateway, engines, chat, stream):
     if not stream:
         gen = httpx.post(d_url + "/inference/v1/generate", json=decode).json()
         return gateway.post("/v1/chat/completions/derender", json={
-            "generate_response": gen, "chat_request": chat, "prompt_token_ids": rendered["token_ids"]}).json()
+            "generate_response": gen, "chat_request": chat, "prompt_token_ids": rendered["token_ids"],
+            "prompt_tokens": len(rendered["token_ids"])}).json()
     chunks, states = [], {}
     with httpx.stream("POST", d_url + "/inference/v1/generate", json=decode, timeout=60) as r:
         for line in r.iter_lines():
@@ -153,6 +154,13 @@ def test_chat_json_equals_by_hand(gateway, engines, sdk):
     assert got.usage.model_dump(include={"prompt_tokens", "completion_tokens"}) == {
         k: want["usage"][k] for k in ("prompt_tokens", "completion_tokens")}
     assert got.id.startswith("chatcmpl-")
+    # the gateway rendered the prompt, so it counts it (vLLM's serve: len(prompt_token_ids))
+    prompt = len(gateway.post("/v1/chat/completions/render", json=chat).json()["token_ids"])
+    assert got.usage.prompt_tokens == prompt > 10
+    assert got.usage.total_tokens == prompt + got.usage.completion_tokens
+    stream = sdk.chat.completions.create(model=chat["model"], messages=WEATHER, tools=TOOLS, stream=True,
+                                         stream_options={"include_usage": True})
+    assert [c.usage for c in stream][-1] == got.usage
 
 
 def test_chat_stream_equals_by_hand(gateway, engines, sdk):
@@ -230,12 +238,15 @@ def test_request_id_reaches_both_engines(sdk, engines):
         assert "generate-tokens-chatcmpl-rid-42" in engines[role][1].state.request_ids
 
 
-def test_completions_json_and_stream(sdk):
+def test_completions_json_and_stream(gateway, sdk):
     got = sdk.completions.create(model="Qwen/Qwen3-0.6B", prompt=["Once upon", "a time"], max_tokens=5)
     assert [c.index for c in got.choices] == [0, 1]
     assert got.choices[0].text == got.choices[1].text == "<think>\nShort.\n</think>"
     assert got.choices[0].finish_reason == "length"
     assert got.usage.completion_tokens == 10
+    prompts = [gateway.post("/v1/completions/render", json={"model": "Qwen/Qwen3-0.6B", "prompt": p}).json()
+               for p in ("Once upon", "a time")]
+    assert got.usage.prompt_tokens == sum(len(r[0]["token_ids"]) for r in prompts) > 2
     stream = sdk.completions.create(model="Qwen/Qwen3-0.6B", prompt=["Once upon", "a time"], max_tokens=5,
                                     stream=True, stream_options={"include_usage": True})
     chunks = list(stream)
@@ -244,7 +255,7 @@ def test_completions_json_and_stream(sdk):
         for choice in c.choices:
             texts[choice.index] = texts.get(choice.index, "") + choice.text
     assert texts == {0: "<think>\nShort.\n</think>", 1: "<think>\nShort.\n</think>"}
-    assert chunks[-1].usage.completion_tokens == 10 and chunks[-1].usage.prompt_tokens > 2
+    assert chunks[-1].usage == got.usage
 
 
 def test_decoder_refuses_a_call_without_the_prefill(engines):

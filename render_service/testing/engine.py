@@ -134,6 +134,23 @@ async def _events(
             app.state.changed.notify_all()
 
 
+async def _unanswered(app: Any, rid: str, timeout: float = 60.0) -> None:
+    """Hold a request, active, until it is aborted (or ``timeout``), without answering it."""
+    aborted = app.state.abort_events.setdefault(rid, asyncio.Event())
+    with app.state.changed:
+        app.state.active.add(rid)
+    try:
+        with suppress(TimeoutError):
+            await asyncio.wait_for(aborted.wait(), timeout)
+    finally:
+        app.state.abort_events.pop(rid, None)
+        app.state.abort_pending.discard(rid)
+        with app.state.changed:
+            app.state.active.discard(rid)
+            app.state.cancelled.append(rid)
+            app.state.changed.notify_all()
+
+
 def _event(rid: str, choice: dict[str, Any] | None, usage: dict[str, Any] | None = None) -> bytes:
     event = {"request_id": rid, "usage": usage, "output_mode": "tokens",
              "choices": [] if choice is None else [choice]}
@@ -195,6 +212,7 @@ def create_engine_app(
     engine_id: str | None = None,
     hold: int | Callable[[dict[str, Any]], int | None] | None = None,
     api_key: str | None = None,
+    mute: Callable[[dict[str, Any]], bool] | None = None,
 ) -> FastAPI:
     """The engine app. ``tokenizer`` is needed only when the script holds texts.
 
@@ -204,7 +222,10 @@ def create_engine_app(
     seconds before each SSE event and before a JSON answer (a number, or a function of the request
     body). ``hold``: ids of a choice after which its stream waits for an abort or the client's
     going away (at most 60 s; a number or a function of the request body). ``api_key``: the
-    bearer key every ``/inference/*`` call must carry. Recorded on ``app.state``: ``requests`` (bodies),
+    bearer key every ``/inference/*`` call must carry. ``mute(body)`` true: the request is
+    recorded, then gets no status line at all until it is aborted (at most 60 s), as an engine
+    still queueing it; the client's going away does not end that wait (only an abort).
+    Recorded on ``app.state``: ``requests`` (bodies),
     ``request_ids`` (engine ids), ``aborts`` (ids sent to the abort endpoint), ``cancelled`` (ids
     whose stream ended before its end: aborted or the client went away).
     """
@@ -244,6 +265,9 @@ def create_engine_app(
             return _bad(refusal)
         rid = "generate-tokens-" + (request.headers.get("x-request-id") or str(body.get("request_id", "")))
         _record(app, "request_ids", [rid])
+        if mute is not None and mute(body):
+            await _unanswered(app, rid)
+            return _bad("scripted engine: aborted before answering")
         outs = _outputs(script, body, tokenizer, int(params.get("n") or 1))
         limit = params.get("max_tokens")
         finishes = ["length" if limit is not None and len(o) > limit else "stop" for o in outs]

@@ -31,8 +31,8 @@ from starlette.types import Receive, Scope, Send
 
 from ...errors import InvalidRequest
 from ...settings import Settings
-from .engines import Engines, engine_request_id
-from .hops import GatewayStream, derender_batch, generate_all, prepare
+from .engines import Engines, EngineTimeout
+from .hops import GatewayStream, abort_unanswered, derender_batch, generate_all, prepare
 
 __all__ = ["install_gateway"]
 
@@ -96,8 +96,13 @@ async def _unless_disconnected(request: Request, work: Awaitable[Any]) -> tuple[
         watcher.cancel()
     if task.done():
         return True, task.result()
-    task.cancel()
+    task.cancel()  # it still cleans up (aborts, closes): held until then (the loop only weakly)
+    _cleaning.add(task)
+    task.add_done_callback(_cleaning.discard)
     return False, None
+
+
+_cleaning: set[asyncio.Future[Any]] = set()
 
 
 def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
@@ -144,12 +149,13 @@ def install_gateway(app: FastAPI, settings: Settings, read_body: ReadBody,
             if not opened:  # gone while waiting for the first chunk: open() aborts and closes
                 return Response(status_code=499)
             return EventStream(stream)
-        where: list[str] = []
-        finished, results = await _unless_disconnected(request, generate_all(engines, legs, where))
+        try:
+            finished, results = await _unless_disconnected(request, generate_all(engines, legs))
+        except EngineTimeout:  # the engine may still run it: as for a stream, abort it
+            abort_unanswered(engines, legs, "timeout")
+            raise
         if not finished:
-            if where:
-                engines.abort(engines.decode, where[-1],
-                              [engine_request_id(leg.request_id) for leg in legs], "client_disconnect")
+            abort_unanswered(engines, legs, "client_disconnect")
             return Response(status_code=499)
         result = await state.pool.run(derender_batch, state.bundle, settings, body, legs, results, api)
         return respond(result)

@@ -67,7 +67,9 @@ class Leg:
     """One engine request of a client request (chat: one; completions: one per prompt).
 
     ``offset`` shifts its choice indexes in the client's response (prompt ``i`` of ``n`` choices
-    each: ``i * n``); ``live`` is its in-memory derender stream (streaming only).
+    each: ``i * n``); ``live`` is its in-memory derender stream (streaming only); ``sent_to`` the
+    decode URLs its call was sent to (the last one in use), so that a call cut before the engine
+    answered its status line can still be aborted (:func:`_abort_leg`).
     """
 
     rendered: dict[str, Any]
@@ -77,6 +79,7 @@ class Leg:
     reader: AsyncIterator[list[bytes]] | None = None
     first: list[bytes] | None = None
     engine_ids: set[str] = field(default_factory=set)
+    sent_to: list[str] = field(default_factory=list)
     stopped: bool = False
     aborted: bool = False
     usage: Usage | None = None
@@ -240,22 +243,22 @@ def has_stop_strings(body: dict[str, Any]) -> bool:
 # --- non-streaming ----------------------------------------------------------------------------
 
 
-async def generate_all(engines: Engines, legs: list[Leg], where: list[str]) -> list[dict[str, Any]]:
+async def generate_all(engines: Engines, legs: list[Leg]) -> list[dict[str, Any]]:
     """Prefill and decode every leg concurrently; the engines' responses in leg order.
-    ``where`` collects the URLs of the decode calls, for aborts. A leg with stop strings
+    Each leg's ``sent_to`` collects the URLs of its decode call, for aborts. A leg with stop strings
     (``leg.live`` set by :func:`prepare`) is decoded as a stream (:func:`collect`), so the
     engine request is aborted as soon as its stop string shows."""
 
     async def one(leg: Leg) -> dict[str, Any]:
         body = await decode_body(engines, leg)
         if leg.live is not None:
-            return await collect(engines, leg, body, where)
-        return await engines.generate(engines.decode, body, leg.request_id, where)
+            return await collect(engines, leg, body)
+        return await engines.generate(engines.decode, body, leg.request_id, leg.sent_to)
 
     return list(await asyncio.gather(*(one(leg) for leg in legs)))
 
 
-async def collect(engines: Engines, leg: Leg, body: dict[str, Any], where: list[str]) -> dict[str, Any]:
+async def collect(engines: Engines, leg: Leg, body: dict[str, Any]) -> dict[str, Any]:
     """Decode one leg as a stream (for a client that did not ask for one) and return what the
     engine's JSON answer would have been, up to the stop string: the events read through the
     leg's in-memory derender only to spot the stop; once every choice has ended, the reading
@@ -270,7 +273,7 @@ async def collect(engines: Engines, leg: Leg, body: dict[str, Any], where: list[
     live = leg.live
     assert live is not None
     stream_body = {**body, "stream": True, "stream_options": {"include_usage": True}}
-    stream = leg.stream = await engines.open_stream(engines.decode, stream_body, leg.request_id, where)
+    stream = leg.stream = await engines.open_stream(engines.decode, stream_body, leg.request_id, leg.sent_to)
     choices: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] | None = None
     try:
@@ -308,26 +311,52 @@ async def collect(engines: Engines, leg: Leg, body: dict[str, Any], where: list[
             "prompt_token_ids": None, "kv_transfer_params": None}
 
 
+UNANSWERED_ABORTS = ("client_disconnect", "timeout")
+"""Reasons that abort a decode call sent but not answered yet (no status line): the engine may
+hold the request. An error there (refused connection, an engine's error status) left none."""
+
+
 def _abort_leg(engines: Engines, leg: Leg, reason: str) -> None:
-    """Abort a leg's engine request once (its engine ids, or the one its request id gives)."""
-    if leg.aborted or leg.stream is None:
+    """Abort a leg's engine request once (its engine ids, or the one its request id gives) at the
+    engine its stream reads from, or, for a decode call cut (``reason`` in
+    :data:`UNANSWERED_ABORTS`) while it waited for the engine's status line, at the URL it was
+    sent to: the engine may already run it (and an abort of an id it does not know is a no-op)."""
+    if leg.aborted:
+        return
+    if leg.stream is not None:
+        pool, url = leg.stream.pool, leg.stream.url
+    elif leg.sent_to and reason in UNANSWERED_ABORTS:
+        pool, url = engines.decode, leg.sent_to[-1]
+    else:
         return
     leg.aborted = True
     ids = sorted(leg.engine_ids) or [engine_request_id(leg.request_id)]
-    engines.abort(leg.stream.pool, leg.stream.url, ids, reason)
+    engines.abort(pool, url, ids, reason)
+
+
+def abort_unanswered(engines: Engines, legs: list[Leg], reason: str) -> None:
+    """Abort every leg whose decode call was sent and has not ended (:func:`_abort_leg`)."""
+    for leg in legs:
+        if leg.stream is None or not leg.stream.ended:
+            _abort_leg(engines, leg, reason)
 
 
 def derender_batch(bundle: ModelBundle, settings: Settings, body: dict[str, Any], legs: list[Leg],
                    results: list[dict[str, Any]], api: str) -> dict[str, Any]:
-    """Batch derender of the engines' answers (worker thread); ids are the rendered ones."""
+    """Batch derender of the engines' answers (worker thread); ids are the rendered ones.
+    ``usage.prompt_tokens`` is the length of each rendered prompt (the gateway rendered it; as
+    vLLM's serve counts ``len(prompt_token_ids)``; the bare derender counts only what its caller
+    sends)."""
     for result in results:
         result["request_id"] = response_id(body, api)
     if api == "completions":
         return derender_completion(bundle, settings, {
             "model": body.get("model"), "generate_responses": results, "completion_request": body,
-            "prompt_token_ids": [leg.rendered["token_ids"] for leg in legs]})
+            "prompt_token_ids": [leg.rendered["token_ids"] for leg in legs],
+            "prompt_tokens": [len(leg.rendered["token_ids"]) for leg in legs]})
     common = {"model": body.get("model"), "generate_response": results[0],
-              "prompt_token_ids": legs[0].rendered["token_ids"]}
+              "prompt_token_ids": legs[0].rendered["token_ids"],
+              "prompt_tokens": len(legs[0].rendered["token_ids"])}
     if api == "messages":
         return derender_messages(bundle, settings, {**common, "messages_request": body})
     if api == "responses":
@@ -437,7 +466,8 @@ class GatewayStream:
 
         async def one(leg: Leg) -> None:
             body = await decode_body(self.engines, leg)
-            leg.stream = await self.engines.open_stream(self.engines.decode, body, leg.request_id)
+            engines = self.engines
+            leg.stream = await engines.open_stream(engines.decode, body, leg.request_id, leg.sent_to)
             leg.reader = leg.stream.events()
             leg.first = await anext(leg.reader, None)  # type: ignore[arg-type]
 
@@ -580,11 +610,10 @@ class GatewayStream:
         if self._agen is not None:
             await self._agen.aclose()  # type: ignore[attr-defined]
         reason = self.failure or ("client_disconnect" if disconnected else "stop_string")
+        abort_unanswered(self.engines, self.legs, reason)  # also a call cut before its status line
         for leg in self.legs:
             if leg.stream is None:
                 continue
-            if not leg.stream.ended:
-                _abort_leg(self.engines, leg, reason)
             if leg.reader is not None:
                 await leg.reader.aclose()  # type: ignore[attr-defined]
             await leg.stream.close()
