@@ -27,6 +27,7 @@ from ..protocol.derender import StreamState
 from ..settings import Settings
 from . import detokenize, logprobs, stop_strings
 from .detokenize import Detokenizer, DetokState
+from .stream_state import StateCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,8 @@ class Pipeline:
     fingerprint: str
     #: Keys that sign (first) and verify ``stream_state`` (:func:`state_keys`).
     state_keys: tuple[str, ...] = ()
+    #: States this process handed out, by their text (resumed without decoding).
+    states: StateCache = field(default_factory=StateCache, compare=False, repr=False)
 
     @property
     def cfg(self) -> str:
