@@ -50,9 +50,12 @@ def check_len(bundle: ModelBundle, settings: Settings, what: str, items: Sequenc
 def check_choice(bundle: ModelBundle, settings: Settings, choice: GenerateChoice, batch: bool) -> None:
     if batch and not choice.token_ids:
         raise InvalidRequest(f"choice {choice.index} has empty or null token_ids")
-    check_len(bundle, settings, f"choice {choice.index} token_ids", choice.token_ids)
+    limit = bundle.max_model_len
+    if choice.token_ids is not None and len(choice.token_ids) > limit:  # message built on failure only
+        check_len(bundle, settings, f"choice {choice.index} token_ids", choice.token_ids)
     content = choice.logprobs.content if choice.logprobs else None
-    check_len(bundle, settings, f"choice {choice.index} logprobs.content", content)
+    if content is not None and len(content) > limit:
+        check_len(bundle, settings, f"choice {choice.index} logprobs.content", content)
     for entry in content or ():
         if len(entry.top_logprobs) > settings.max_logprobs + 1:
             raise InvalidRequest(f"top_logprobs has more than max_logprobs={settings.max_logprobs} entries")

@@ -152,8 +152,10 @@ def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) ->
     )
     state = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
     n_head = max(0, min(len(ids), st.min_tok - st.ntok))
-    head, state = detokenize.step(pipe.detok, state, ids[:n_head], drop)
-    tail, state = detokenize.step(pipe.detok, state, ids[n_head:], drop)
+    head = ""
+    if n_head:  # inside min_tokens (rare): that part is exempt from stop strings
+        head, state = detokenize.step(pipe.detok, state, ids[:n_head], drop)
+    tail, state = detokenize.step(pipe.detok, state, ids[n_head:] if n_head else ids, drop)
     st.ntok = min(st.min_tok, st.ntok + len(ids))
     if final:
         rest, state = detokenize.flush(pipe.detok, state)
