@@ -42,6 +42,9 @@ TARGET_RATIO = ("<=", 1.3)
 TARGET_VS_RS = ("<=", 1.0)
 CHUNK_SIZES = (1, 4, 16)
 POSITIONS = (20, 1000)
+#: Interleaved rounds per comparison (``--quick``: 3): short rounds in alternating order, so a
+#: change of the machine's load during the run weighs on every server alike.
+ROUNDS = 9
 
 
 def _listening_pids(url: str) -> list[int]:
@@ -149,11 +152,12 @@ def render_rows(res: Any, ctx: Any) -> None:
             continue
         targets.append((label, url, pids, name))
     base = chat_9k(ctx.shared)
-    n = max(10, ctx.repeat)
+    rounds = ROUNDS if ctx.repeat >= 10 else 3
+    n = max(10, ctx.repeat // 3)
     samples: dict[str, list[float]] = {t[0]: [] for t in targets}
     ids: dict[str, Any] = {}
-    for rnd in range(3):  # interleaved rounds
-        for label, url, pids, name in targets:
+    for rnd in range(rounds):  # short interleaved rounds, order reversed every other round
+        for label, url, pids, name in (targets if rnd % 2 == 0 else targets[::-1]):
             reqs = [light.raw_request(url, "/v1/chat/completions/render",
                                       dict(_last_varied(base, f"r{rnd}-{i}"), model=name)) for i in range(n)]
             samples[label].append(_send_all(url, reqs, pids))
@@ -166,7 +170,7 @@ def render_rows(res: Any, ctx: Any) -> None:
         equal = "yes" if ids[label] == ids["ours"] else "NO"
         same = "" if label == "ours" else f"; token_ids equal to ours: {equal}"
         res.add("hotpaths", f"render chat_9k over HTTP, server CPU/req, {label}", cpu[label],
-                note=f"median of 3 interleaved rounds of {n}; last message varied{same}")
+                note=f"median of {rounds} interleaved rounds of {n}; last message varied{same}")
     if "vllm-rs render" in cpu:
         res.add("hotpaths", "render chat_9k server CPU: ours / vllm-rs", cpu["ours"] / cpu["vllm-rs render"],
                 "x", TARGET_VS_RS, note="goal beyond: 0.5")
@@ -185,7 +189,8 @@ def chunk_rows(res: Any, ctx: Any) -> None:
     request = chat_request()
     prompt_ids = ctx.encode(template_text(ctx.bundle.tokenizer, request))
     ids = output_ids(ctx.encode, 1400)
-    count = 300 if ctx.repeat >= 10 else 60
+    rounds = ROUNDS if ctx.repeat >= 10 else 3
+    count = 100 if ctx.repeat >= 10 else 20
 
     def first(n: int, model: str | None = None) -> dict[str, Any]:
         body = chunk_body(ids[:n], None, prompt_ids=prompt_ids, request=request)
@@ -194,21 +199,25 @@ def chunk_rows(res: Any, ctx: Any) -> None:
     mine: list[float] = []
     bare_cpu: list[float] = []
     bare: Bare | None = None
+    path_bytes: list[bytes] = []
     try:
-        for _ in range(3):
+        for rnd in range(rounds):  # short interleaved rounds, order reversed every other round
+            if bare is not None and rnd % 2:
+                bare_cpu.append(_send_all(bare.url, path_bytes, _tree(bare.proc.pid)))
             cpu, sent, size = _stream(ours.url, ours_pids, first(20),
                                       lambda i, st: chunk_body([ids[20 + i]], st), count)
             mine.append(cpu)
             if bare is None:
                 bare = Bare(int(size))
             path_bytes = [r.replace(b"/v1/chat/completions/derender", b"/bare", 1) for r in sent]
-            bare_cpu.append(_send_all(bare.url, path_bytes, _tree(bare.proc.pid)))
+            if rnd % 2 == 0:
+                bare_cpu.append(_send_all(bare.url, path_bytes, _tree(bare.proc.pid)))
     finally:
         if bare is not None:
             bare.stop()
     m, b = statistics.median(mine), statistics.median(bare_cpu)
     res.add("hotpaths", "later chunk (1 token) server CPU, ours", m,
-            note=f"median of 3 rounds of {count} chained calls, answer ~{int(size)} B")
+            note=f"median of {rounds} interleaved rounds of {count} chained calls, answer ~{int(size)} B")
     res.add("hotpaths", "later chunk server CPU, bare route (orjson parse, same-size answer)", b,
             note="same uvicorn stack and request bytes, interleaved with ours")
     res.add("hotpaths", "later chunk: ours / bare route", m / b, "x", TARGET_RATIO)

@@ -160,6 +160,12 @@ def step(
         pending = state.pending
         for token_id in kept:
             data = pending + detok.bytes_of(token_id)
+            try:  # whole characters (most tokens): what the incremental decoder gives, no tail
+                out_text.append(data.decode("utf-8"))
+                pending = b""
+                continue
+            except UnicodeDecodeError:
+                pass
             text, tail = _utf8_step(b"", data, False)
             if not tail:
                 out_text.append(text)
@@ -169,7 +175,8 @@ def step(
             else:
                 out_text.append(text)
                 pending = tail
-        return "".join(out_text), replace(state, pending=pending)
+        text = "".join(out_text)
+        return text, state if pending == state.pending else replace(state, pending=pending)
     out: list[str] = []
     for token_id in kept:
         text, state = _window_step(detok, state, token_id)

@@ -50,9 +50,12 @@ def check_len(bundle: ModelBundle, settings: Settings, what: str, items: Sequenc
 def check_choice(bundle: ModelBundle, settings: Settings, choice: GenerateChoice, batch: bool) -> None:
     if batch and not choice.token_ids:
         raise InvalidRequest(f"choice {choice.index} has empty or null token_ids")
-    check_len(bundle, settings, f"choice {choice.index} token_ids", choice.token_ids)
+    limit = bundle.max_model_len
+    if choice.token_ids is not None and len(choice.token_ids) > limit:  # message built on failure only
+        check_len(bundle, settings, f"choice {choice.index} token_ids", choice.token_ids)
     content = choice.logprobs.content if choice.logprobs else None
-    check_len(bundle, settings, f"choice {choice.index} logprobs.content", content)
+    if content is not None and len(content) > limit:
+        check_len(bundle, settings, f"choice {choice.index} logprobs.content", content)
     for entry in content or ():
         if len(entry.top_logprobs) > settings.max_logprobs + 1:
             raise InvalidRequest(f"top_logprobs has more than max_logprobs={settings.max_logprobs} entries")
@@ -179,8 +182,8 @@ def _stream_step(
     """
     if not resumed:
         return _advance_chunk(bundle, settings, pipe, state, gen)
-    try:
-        return _advance_chunk(bundle, settings, pipe, state, gen)
+    try:  # a resumed state is this call's own (decoded now, or taken from pipe.states): no copy
+        return _advance_chunk(bundle, settings, pipe, state, gen, in_place=True)
     except RenderServiceError:
         raise
     except (TypeError, KeyError, ValueError, AttributeError, IndexError, AssertionError) as exc:
@@ -249,7 +252,9 @@ def _open_state(
     lp: int | None,
 ) -> StreamState:
     if req.stream_state is not None:
-        state = decode_state(req.stream_state, pipe.fingerprint, pipe.state_keys)
+        state = pipe.states.take(req.stream_state) or decode_state(
+            req.stream_state, pipe.fingerprint, pipe.state_keys
+        )
         chunk_rid = req.generate_chunk.request_id
         if chunk_rid and state.rid and chunk_rid != state.rid:
             raise InvalidStreamState(
@@ -308,11 +313,10 @@ def _stream_reply(
     extra: dict[str, Any],
 ) -> dict[str, Any]:
     """The streaming response ``{"chunk", "stream_state", "stop_generation"}``."""
-    return {
-        "chunk": stream_chunk(state, req.generate_chunk, req.prompt_tokens, object_name, choices, extra),
-        "stream_state": encode_state(state, pipe.state_keys),
-        "stop_generation": bool(out and out.stop_generation),
-    }
+    chunk = stream_chunk(state, req.generate_chunk, req.prompt_tokens, object_name, choices, extra)
+    text = encode_state(state, pipe.state_keys)
+    pipe.states.put(text, state)  # the next chunk of this stream resumes it without decoding
+    return {"chunk": chunk, "stream_state": text, "stop_generation": bool(out and out.stop_generation)}
 
 
 def is_stream(body: Any) -> bool:

@@ -27,6 +27,7 @@ from ..protocol.derender import StreamState
 from ..settings import Settings
 from . import detokenize, logprobs, stop_strings
 from .detokenize import Detokenizer, DetokState
+from .stream_state import StateCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,8 @@ class Pipeline:
     fingerprint: str
     #: Keys that sign (first) and verify ``stream_state`` (:func:`state_keys`).
     state_keys: tuple[str, ...] = ()
+    #: States this process handed out, by their text (resumed without decoding).
+    states: StateCache = field(default_factory=StateCache, compare=False, repr=False)
 
     @property
     def cfg(self) -> str:
@@ -149,8 +152,10 @@ def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) ->
     )
     state = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
     n_head = max(0, min(len(ids), st.min_tok - st.ntok))
-    head, state = detokenize.step(pipe.detok, state, ids[:n_head], drop)
-    tail, state = detokenize.step(pipe.detok, state, ids[n_head:], drop)
+    head = ""
+    if n_head:  # inside min_tokens (rare): that part is exempt from stop strings
+        head, state = detokenize.step(pipe.detok, state, ids[:n_head], drop)
+    tail, state = detokenize.step(pipe.detok, state, ids[n_head:] if n_head else ids, drop)
     st.ntok = min(st.min_tok, st.ntok + len(ids))
     if final:
         rest, state = detokenize.flush(pipe.detok, state)

@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
@@ -55,14 +59,55 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+_PADS: dict[str, tuple[Any, Any]] = {}
+
+
+def _pads(key: str) -> tuple[Any, Any]:
+    """SHA-256 states after the HMAC inner and outer key pads of ``key`` (RFC 2104), made once
+    per key: each signature then hashes only the message (about 1 µs instead of the 6 µs of
+    OpenSSL's one-shot HMAC, which sets up the key schedule every call)."""
+    pads = _PADS.get(key)
+    if pads is None:
+        raw = key.encode("utf-8")
+        if len(raw) > 64:  # SHA-256's block size
+            raw = hashlib.sha256(raw).digest()
+        raw = raw.ljust(64, b"\0")
+        pads = (hashlib.sha256(bytes(b ^ 0x36 for b in raw)), hashlib.sha256(bytes(b ^ 0x5C for b in raw)))
+        if len(_PADS) < 64:  # a server has one to a few keys; tests many
+            _PADS[key] = pads
+    return pads
+
+
+def hmac_sha256(key: str, message: bytes) -> bytes:
+    """HMAC-SHA256 of ``message`` under ``key`` (UTF-8): the bytes of
+    ``hmac.digest(key.encode(), message, "sha256")``, from precomputed pads (:func:`_pads`)."""
+    inner_pad, outer_pad = _pads(key)
+    inner = inner_pad.copy()
+    inner.update(message)
+    outer = outer_pad.copy()
+    outer.update(inner.digest())
+    return outer.digest()  # type: ignore[no-any-return]
+
+
 def _sign(key: str, message: str) -> str:
-    # hmac.digest: the one-shot C HMAC (same bytes as hmac.new(...).digest(), no Python objects)
-    return _b64(hmac.digest(key.encode("utf-8"), message.encode("ascii"), "sha256")[:_SIG_BYTES])
+    return _b64(hmac_sha256(key, message.encode("ascii"))[:_SIG_BYTES])
+
+
+_FIELDS = tuple(StreamState.model_fields.items())
+_DEFAULTS = {name: f.get_default(call_default_factory=True) for name, f in _FIELDS}
+
+
+def state_body(state: StreamState) -> dict[str, Any]:
+    """The fields of ``state`` that differ from their defaults, as plain values: what
+    ``state.model_dump(exclude_defaults=True)`` gives (the fields are JSON values or plain
+    dicts/lists of them), read straight from the instance (a third of the time)."""
+    values = state.__dict__
+    return {name: values[name] for name, default in _DEFAULTS.items() if values[name] != default}
 
 
 def encode_state(state: StreamState, keys: Sequence[str] = ()) -> str:
     """Serialize ``state`` to the opaque string (signed with ``keys[0]`` when keys are given)."""
-    body = orjson.dumps(state.model_dump(exclude_defaults=True))
+    body = orjson.dumps(state_body(state))
     packed = zlib.compress(body, COMPRESS_LEVEL) if len(body) > COMPRESS_OVER else body
     flag = "z" if len(packed) < len(body) else "j"
     message = f"{VERSION}{flag}.{_b64(packed if flag == 'z' else body)}"
@@ -129,6 +174,49 @@ def decode_state(text: object, fingerprint: str, keys: Sequence[str] = ()) -> St
     if state.cfg != fingerprint[:FINGERPRINT_CHARS]:
         raise _other_configuration()
     return state
+
+
+class StateCache:
+    """The states this process handed out most recently, by their exact ``stream_state`` text.
+
+    A stream's next chunk usually comes back to the replica that answered the last one (one
+    keep-alive connection, or sticky routing), with the very string that replica returned: the
+    state is then taken from here instead of being decoded, verified and validated again (and,
+    as it is removed when taken, advanced without a copy). Only strings this process made are
+    keys, so a hit is exactly what decoding that string would give; anything else (another
+    replica's state, a retry of a chunk whose answer was lost, a tampered string) misses and is
+    decoded as before. Bounded to ``max_entries`` (least recently stored dropped first); states
+    longer than ``max_chars`` are not kept. Thread-safe.
+    """
+
+    def __init__(self, max_entries: int = 1024, max_chars: int = 16384) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._map: OrderedDict[str, StreamState] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, text: str, state: StreamState) -> None:
+        """Keep ``state`` as the decoding of ``text`` (the caller hands ``state`` over: it must
+        not be changed afterwards)."""
+        if self.max_entries <= 0 or len(text) > self.max_chars:
+            return
+        with self._lock:
+            self._map[text] = state
+            while len(self._map) > self.max_entries:
+                self._map.popitem(last=False)
+
+    def take(self, text: object) -> StreamState | None:
+        """The state stored for ``text``, removed (the caller owns it), or ``None``."""
+        if not isinstance(text, str):
+            return None
+        with self._lock:
+            return self._map.pop(text, None)
+
+    def __contains__(self, text: object) -> bool:
+        return text in self._map
+
+    def __len__(self) -> int:
+        return len(self._map)
 
 
 def _other_configuration() -> InvalidStreamState:

@@ -124,7 +124,7 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
         app.state.ready = False
         restore()
 
-    app = FastAPI(title="render-service", lifespan=lifespan)
+    app = fastlane.LaneApp(title="render-service", lifespan=lifespan)
     app.state.settings = settings
     app.state.bundle = bundle
     app.state.ready = False

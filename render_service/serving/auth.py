@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+from collections.abc import Mapping
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -35,7 +36,7 @@ class ApiKeyAuth:
         self.app = app
         self.digests = [_digest(k) for k in keys]
 
-    def authorized(self, headers: Headers) -> bool:
+    def authorized(self, headers: Mapping[str, str]) -> bool:
         """True when ``Authorization`` is ``Bearer <one of the keys>`` (scheme case-insensitive)."""
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token:

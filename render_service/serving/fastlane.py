@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from starlette.datastructures import Headers
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import metrics
@@ -100,7 +100,7 @@ class FastLane:
 
     def _answer(self, scope: Scope, handler: Handler, raw: bytes) -> tuple[bytes, int] | None:
         """The answer bytes and token count, or ``None`` to leave the request to the full app."""
-        headers = Headers(scope=scope)
+        headers = _wanted_headers(scope)
         if self.auth is not None and not self.auth.authorized(headers):
             return None
         ctype = headers.get("content-type", "")
@@ -117,6 +117,20 @@ class FastLane:
             return orjson.dumps(result, option=orjson.OPT_NON_STR_KEYS), tokens
         except Exception:  # noqa: BLE001 - the full app answers every failure in its own shape
             return None
+
+
+_WANTED = {b"authorization": "authorization", b"content-type": "content-type"}
+
+
+def _wanted_headers(scope: Scope) -> dict[str, str]:
+    """The ``Authorization`` and ``Content-Type`` request headers (first of each, as Starlette's
+    ``Headers.get``), read in one pass over the raw list without building a ``Headers``."""
+    found: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        key = _WANTED.get(name)
+        if key is not None and key not in found:
+            found[key] = value.decode("latin-1")
+    return found
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Message | None]:
@@ -152,19 +166,33 @@ def _replay(raw: bytes, stopped: Message | None, receive: Receive) -> Receive:
     return replayed
 
 
-def install(app: Any, paths: dict[str, Callable[[Any, Any, Any], Any]], settings: Any,
+class LaneApp(FastAPI):
+    """A FastAPI app whose ASGI entry hands the fast lane's paths to its :class:`FastLane`
+    (:func:`install`) before FastAPI's own entry (telemetry checks, Starlette's app scope and
+    middleware stack), which serves everything else and whatever the lane leaves."""
+
+    lane: FastLane | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        lane = self.lane
+        if lane is not None and scope["type"] == "http" and scope["path"] in lane.handlers:
+            await lane(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def install(app: LaneApp, paths: dict[str, Callable[[Any, Any, Any], Any]], settings: Any,
             limits: BodyLimits, is_chunk: Chunk) -> None:
-    """Put a :class:`FastLane` in front of the FastAPI ``app``'s whole middleware stack for the
-    derender ``paths`` (``path -> handler(bundle, settings, body)``)."""
+    """Give ``app`` a :class:`FastLane` for the derender ``paths``
+    (``path -> handler(bundle, settings, body)``); the lane leaves to the whole app (FastAPI's
+    entry and its middleware stack) whatever it does not answer."""
 
     def bound(handler: Callable[[Any, Any, Any], Any]) -> Handler:
         return lambda body: handler(app.state.bundle, settings, body)
 
+    async def whole_app(scope: Scope, receive: Receive, send: Send) -> None:
+        await FastAPI.__call__(app, scope, receive, send)
+
     handlers = {path: bound(h) for path, h in paths.items()}
-    build = app.build_middleware_stack
-
-    def build_with_lane() -> ASGIApp:
-        return FastLane(build(), handlers, is_chunk, limits, settings.max_request_body_bytes,
+    app.lane = FastLane(whole_app, handlers, is_chunk, limits, settings.max_request_body_bytes,
                         settings.api_keys, lambda: app.state.fingerprint)
-
-    setattr(app, "build_middleware_stack", build_with_lane)  # noqa: B010 - Starlette calls it once

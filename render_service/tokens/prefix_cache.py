@@ -135,41 +135,50 @@ class CachedEncoder:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; identical to ``encoder.encode(text)`` (see module docstring)."""
-        parts = self.encoder.split_added(text)
-        found = self._lookup(parts[0::2])
+        encoder = self.encoder
+        parts = encoder.split_added(text)  # piece, added token, piece, ..., piece
+        pieces, tokens = parts[0::2], parts[1::2]
+        found, hits, misses = self._lookup(pieces)
         if self.observer is not None:
-            hits = sum(1 for piece, hit in zip(parts[0::2], found, strict=True) if piece and hit is not None)
-            self.observer(hits, sum(1 for piece in parts[0::2] if piece) - hits)
-        added = self.encoder.added
+            self.observer(hits, misses)
+        added = encoder.added
         ids: list[int] = []
+        extend, append = ids.extend, ids.append
         new: list[tuple[str, tuple[int, ...]]] = []
-        for i, part in enumerate(parts):
-            if i % 2:
-                ids.append(added[part])
-                continue
-            cached = found[i // 2]
+        last = len(tokens)
+        for j, cached in enumerate(found):
             if cached is None:
-                cached = tuple(self.encoder.encode_piece(part)) if part else ()
-                if part:
-                    new.append((part, cached))
-            ids.extend(cached)
+                part = pieces[j]
+                cached = tuple(encoder.encode_piece(part))
+                new.append((part, cached))
+            extend(cached)
+            if j < last:
+                append(added[tokens[j]])
         if new:
             self._store(new)
         return ids
 
-    def _lookup(self, pieces: list[str]) -> list[tuple[int, ...] | None]:
+    def _lookup(self, pieces: list[str]) -> tuple[list[tuple[int, ...] | None], int, int]:
+        """The cached ids of each piece (``()`` for an empty one, ``None`` when not cached),
+        and the number of hits and misses (empty pieces are not counted)."""
         out: list[tuple[int, ...] | None] = []
+        hits = misses = 0
         with self._lock:
-            stats, cache = self.stats, self._map
+            get, touch = self._map.get, self._map.move_to_end
             for piece in pieces:
-                hit = cache.get(piece) if piece else ()
-                if hit is not None and piece:
-                    cache.move_to_end(piece)
-                    stats.hits += 1
-                elif piece:
-                    stats.misses += 1
+                if not piece:
+                    out.append(())
+                    continue
+                hit = get(piece)
+                if hit is not None:
+                    touch(piece)
+                    hits += 1
+                else:
+                    misses += 1
                 out.append(hit)
-        return out
+            self.stats.hits += hits
+            self.stats.misses += misses
+        return out, hits, misses
 
     def _store(self, new: list[tuple[str, tuple[int, ...]]]) -> None:
         with self._lock:
