@@ -47,7 +47,7 @@ states = st.builds(
     lp_k=st.integers(-1, 5),
     ptoks=st.none() | st.integers(0, 9),
     parser=st.none() | st.dictionaries(st.text(max_size=3), INT64 | st.text(max_size=3), max_size=3),
-    fc=st.lists(st.text(max_size=3), max_size=2),
+    items=st.lists(st.lists(st.text(max_size=3), max_size=3), max_size=2),
 )
 
 
