@@ -113,12 +113,8 @@ def _ext_header(n: int) -> bytes:
     return b"\xc9" + n.to_bytes(4, "big") + bytes([RAW_VIEW])
 
 
-def encode_item(fields: dict[str, Field]) -> str:
-    """base64 (standard, padded) of one item's msgpack document, byte-identical to vLLM's.
-
-    Large tensors (ndarrays of at least :data:`SPLICE_BYTES`, and every :class:`Pending`) are
-    written once into the document buffer (a numpy array, so the allocator's large-page advice
-    applies) instead of being copied by ``tobytes`` and again by msgpack."""
+def _document(fields: dict[str, Field]) -> bytes | np.ndarray:
+    """One item's msgpack document (bytes, or a uint8 array when large tensors were spliced in)."""
     large: dict[bytes, np.ndarray | Pending] = {}
     doc = {}
     for name, f in fields.items():
@@ -134,9 +130,9 @@ def encode_item(fields: dict[str, Field]) -> str:
                          "field": _factory(f)}
         else:
             doc[name] = {"data": _tensor(data), "field": _factory(f)}
-    packed = msgpack.packb(doc, use_bin_type=True)
+    packed: bytes = msgpack.packb(doc, use_bin_type=True)
     if not large:
-        return str(pybase64.b64encode_as_string(packed))
+        return packed
     pieces: list[tuple[bytes, np.ndarray | Pending | None]] = []
     rest = packed
     for marker, arr in large.items():
@@ -155,7 +151,79 @@ def encode_item(fields: dict[str, Field]) -> str:
             out[pos:pos + tensor.nbytes] = tensor.reshape(-1).view(np.uint8)
         if tensor is not None:
             pos += tensor.nbytes
-    return str(pybase64.b64encode_as_string(out.data))
+    return out
+
+
+def encode_item(fields: dict[str, Field]) -> str:
+    """base64 (standard, padded) of one item's msgpack document, byte-identical to vLLM's.
+
+    Large tensors (ndarrays of at least :data:`SPLICE_BYTES`, and every :class:`Pending`) are
+    written once into the document buffer (a numpy array, so the allocator's large-page advice
+    applies) instead of being copied by ``tobytes`` and again by msgpack."""
+    doc = _document(fields)
+    return str(pybase64.b64encode_as_string(doc if isinstance(doc, bytes) else doc.data))
+
+
+class B64Payload:
+    """An item's base64 text (ASCII) held in a uint8 array instead of a ``str``: a large item
+    (a 4000×3000 image: 96 MB) is written once into memory the allocator maps in large pages,
+    and an answer sends it from there (:meth:`view`) instead of copying it into one JSON string.
+
+    ``str(payload)`` is the text (a copy); :func:`json_default` lets ``orjson.dumps`` write it
+    as that string wherever an answer is serialised the ordinary way."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self, buf: np.ndarray) -> None:
+        self.buf = buf
+
+    def __len__(self) -> int:
+        return int(self.buf.nbytes)
+
+    def __str__(self) -> str:
+        return self.buf.tobytes().decode("ascii")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, B64Payload):
+            return bool(np.array_equal(self.buf, other.buf))
+        if isinstance(other, str):
+            return str(self) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def view(self) -> memoryview:
+        """The base64 bytes, without a copy."""
+        return self.buf.data
+
+
+def json_default(value: Any) -> Any:
+    """``orjson.dumps(..., default=json_default)``: a :class:`B64Payload` as its string."""
+    if isinstance(value, B64Payload):
+        return str(value)
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
+B64_STEP = 3 << 16
+"""Input bytes per base64 call of :func:`encode_payload` (a multiple of 3, so only the last
+chunk pads); its 256 KiB of output stays in cache on the way into the payload."""
+
+
+def encode_payload(fields: dict[str, Field]) -> B64Payload:
+    """:func:`encode_item`, held as a :class:`B64Payload` (the same bytes).
+
+    The base64 is written chunk by chunk into one ``np.empty`` buffer: a fresh 96 MB ``bytes``
+    costs a page fault per 4 KiB page, numpy's large buffers are advised into huge pages."""
+    doc = _document(fields)
+    src = memoryview(doc if isinstance(doc, bytes) else doc.data).cast("B")
+    n = len(src)
+    out = np.empty(4 * ((n + 2) // 3), dtype=np.uint8)
+    pos = 0
+    for start in range(0, n, B64_STEP):
+        chunk = pybase64.b64encode(src[start:start + B64_STEP])
+        out[pos:pos + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+        pos += len(chunk)
+    return B64Payload(out)
 
 
 def _decode_data(data: Any) -> Any:
