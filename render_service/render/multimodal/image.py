@@ -158,10 +158,23 @@ def resize_planes(img: Image.Image, height: int, width: int) -> list[np.ndarray]
 
     Pillow resizes the RGB image in one pass over its 4-byte pixels; ``split`` then hands out
     the planes, which the patch layout wants (channel-major within a patch), without the
-    interleaved ``[H, W, 3]`` copy."""
+    interleaved ``[H, W, 3]`` copy. Each plane is pasted into a Pillow image mapped onto a numpy
+    array (one line copy), where ``np.asarray`` would copy it twice through fresh ``bytes``."""
     if img.size != (width, height):
         img = img.resize((width, height), Image.Resampling.BICUBIC)
-    return [np.asarray(band, dtype=np.uint8) for band in img.split()]
+    return [_plane(band) for band in img.split()]
+
+
+def _plane(band: Image.Image) -> np.ndarray:
+    """An ``L`` image's pixels as a new ``[H, W]`` uint8 array (equal to ``np.asarray(band)``)."""
+    w, h = band.size
+    out = np.empty((h, w), dtype=np.uint8)
+    if out.size == 0:
+        return out
+    mapped = Image.frombuffer("L", (w, h), out, "raw", "L", 0, 1)  # shares ``out``'s memory
+    mapped.readonly = False  # written only here, by the paste, while ``out`` is ours alone
+    mapped.paste(band)
+    return out
 
 
 def patch_shape(height: int, width: int, arch: VisionArch) -> tuple[int, int]:
@@ -196,9 +209,18 @@ def process_image(
 ) -> tuple[serde.Pending, tuple[int, int, int]]:
     """An RGB image → ``(pixel_values [h·w, 3·2·P·P] uint8, image_grid_thw (1, h, w))``;
     the image is repeated ``temporal_patch_size`` times, as HF does. The pixel values are a
-    :class:`~.serde.Pending` tensor: resized now, reordered straight into the encoded item."""
+    :class:`~.serde.Pending` tensor: resized now, reordered straight into the encoded item, a
+    row of merge windows at a time."""
     w, h = img.size
     rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
     planes = resize_planes(img, rh, rw)
-    grid = (1, rh // arch.patch_size, rw // arch.patch_size)
-    return serde.Pending(patch_shape(rh, rw, arch), lambda out: patchify_still(planes, arch, out)), grid
+    p, m = arch.patch_size, arch.merge_size
+    grid = (1, rh // p, rw // p)
+    band_rows = (rw // p) * m  # patches of one row of merge windows (m·P pixel rows)
+
+    def write(out: np.ndarray, start: int) -> None:
+        top = start // band_rows * m * p
+        rows = out.shape[0] // band_rows * m * p
+        patchify_still([plane[top:top + rows] for plane in planes], arch, out)
+
+    return serde.Pending(patch_shape(rh, rw, arch), write, band_rows), grid
