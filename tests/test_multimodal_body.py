@@ -112,3 +112,25 @@ def test_response_headers_count_every_piece() -> None:
     want = orjson.dumps(result, default=serde.json_default)
     assert headers[b"content-length"] == str(len(want)).encode()
     assert headers[b"content-type"] == b"application/json"
+
+
+@settings(max_examples=15, deadline=None)
+@given(w=st.integers(1, 700), h=st.integers(1, 300), seed=st.integers(0, 2**16))
+def test_colour_planes_are_the_bands_pixels(w: int, h: int, seed: int) -> None:
+    """Both ways of reading a band (a view of Pillow's memory, or one paste into numpy) give
+    ``np.asarray``'s pixels, and the view stays valid after the band itself is gone."""
+    from PIL import Image
+
+    from render_service.render.multimodal import image
+
+    rgb = np.random.default_rng(seed).integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+    bands = Image.fromarray(rgb).split()
+    for c, band in enumerate(bands):
+        assert np.array_equal(image._pasted(band), rgb[:, :, c])
+    view = image._arrow_view(bands[1], w * h)
+    assert view is not None  # Pillow >= 11.2 exports an L image as one uint8 buffer
+    del bands
+    _churn = [Image.new("L", (w, h), 7) for _ in range(4)]
+    assert np.array_equal(view.reshape(h, w), rgb[:, :, 1])
+    assert [np.array_equal(p, rgb[:, :, c]) for c, p in enumerate(image.resize_planes(
+        Image.fromarray(rgb), h, w))] == [True] * 3
