@@ -134,3 +134,33 @@ def test_colour_planes_are_the_bands_pixels(w: int, h: int, seed: int) -> None:
     assert np.array_equal(view.reshape(h, w), rgb[:, :, 1])
     assert [np.array_equal(p, rgb[:, :, c]) for c, p in enumerate(image.resize_planes(
         Image.fromarray(rgb), h, w))] == [True] * 3
+
+
+def test_gateway_sends_the_engine_the_same_features_as_render(serve: Any) -> None:
+    """The gateway serialises a rendered request itself (``json_default``): the engine gets the
+    ``features`` the render route answers, tensors as base64 strings."""
+    import base64
+
+    from conftest import model_dir, shared_path
+
+    from render_service.testing.engine import create_engine_app, serve_in_thread
+
+    folder = "Qwen--Qwen3-VL-2B-Instruct"
+    engine = create_engine_app(lambda request: [[9707, 13]], role="both")
+    url, stop = serve_in_thread(engine)
+    try:
+        client = serve(model=model_dir(folder), engine_urls=(url,))
+        png = (shared_path("data", "media") / "rgb_224x224.png").read_bytes()
+        data_url = "data:image/png;base64," + base64.b64encode(png).decode()
+        part = {"type": "image_url", "image_url": {"url": data_url}}
+        chat = {"model": model_dir(folder), "max_tokens": 4,
+                "messages": [{"role": "user", "content": [part, {"type": "text", "text": "What?"}]}]}
+        rendered = client.post("/v1/chat/completions/render", json=chat)
+        assert rendered.status_code == 200, rendered.text[:300]
+        answer = client.post("/v1/chat/completions", json=chat)
+        assert answer.status_code == 200, answer.text[:300]
+        sent = engine.state.requests[-1]
+        assert sent["features"] == rendered.json()["features"]
+        assert isinstance(sent["features"]["kwargs_data"]["image"][0], str)
+    finally:
+        stop()
