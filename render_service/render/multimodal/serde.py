@@ -259,7 +259,8 @@ PLAIN_PAGES_BYTES = 1 << 22
 def ordinary_pages(n: int) -> np.ndarray:
     """A new writable uint8 array of ``n`` bytes (uninitialised content).
 
-    Large ones are an anonymous ``mmap`` in ordinary 4 KiB pages, unmapped when the array goes:
+    Large ones are an anonymous ``mmap`` in ordinary 4 KiB pages, populated at once (see
+    :data:`_POPULATED`) and unmapped when the array goes:
     numpy advises its large buffers into transparent huge pages, and with the kernel's usual
     ``defrag=madvise`` each fault of such a buffer may compact memory synchronously — measured on
     the shared 2-core machine, a cold 4000×3000 render spent a median ~230 ms of system CPU with
@@ -267,7 +268,13 @@ def ordinary_pages(n: int) -> np.ndarray:
     cache, and sent; huge pages buy nothing there)."""
     if n < PLAIN_PAGES_BYTES:
         return np.empty(n, dtype=np.uint8)
-    return np.frombuffer(mmap.mmap(-1, n), dtype=np.uint8)
+    return np.frombuffer(mmap.mmap(-1, n, flags=_POPULATED), dtype=np.uint8)
+
+
+_POPULATED = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+"""Flags of :func:`ordinary_pages`: every page is written anyway, so on Linux the kernel maps them
+all at once (``MAP_POPULATE``) instead of one fault per page: 96 MB faulted in and filled in
+~40 ms of CPU instead of ~72 ms (measured, 2-core machine)."""
 
 
 class _B64Writer:
