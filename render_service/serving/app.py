@@ -37,12 +37,14 @@ from ..derender.pipeline import pipeline_for
 from ..errors import MalformedBody, RenderServiceError, error_body, to_error_body
 from ..fingerprint import config_fingerprint
 from ..models import ModelBundle, load_bundle
+from ..render.multimodal.serde import json_default
 from ..settings import Settings
 from . import fastlane, metrics
 from . import openapi as openapi_bodies
 from .auth import ApiKeyAuth, ensure_stream_state_keys
 from .lifecycle import install_drain_handler, settings_from_env
 from .limits import BodyLimits, BodySizeLimit, WorkerPool, check_body
+from .media_body import media_response
 from .observe import Observe
 
 logger = logging.getLogger(__name__)
@@ -55,9 +57,9 @@ def json_response(content: Any, status_code: int = 200, headers: dict[str, str] 
     writes (254 levels: a request's own tools or template kwargs echoed in ``parse_context``) is
     written by the standard library instead, so it is answered, not a 500."""
     try:
-        body = orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS)
+        body = orjson.dumps(content, option=orjson.OPT_NON_STR_KEYS, default=json_default)
     except orjson.JSONEncodeError:
-        body = json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode()
+        body = json.dumps(content, ensure_ascii=False, separators=(",", ":"), default=json_default).encode()
     return Response(body, status_code=status_code, media_type="application/json", headers=headers)
 
 
@@ -187,7 +189,7 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
                 )
             counter = metrics.TOKENS_RENDERED if rendering else metrics.TOKENS_DERENDERED
             counter.labels(path).inc(tokens)
-            return json_response(result)
+            return (media_response(result) if rendering else None) or json_response(result)
 
         app.add_api_route(path, route, methods=["POST"], name=path,
                           openapi_extra=openapi_bodies.request_body(path))

@@ -6,6 +6,7 @@ Output pixels are the uint8 patches vLLM sends (the engine rescales and normalis
 
 from __future__ import annotations
 
+import ctypes
 import io
 import math
 import re
@@ -158,10 +159,79 @@ def resize_planes(img: Image.Image, height: int, width: int) -> list[np.ndarray]
 
     Pillow resizes the RGB image in one pass over its 4-byte pixels; ``split`` then hands out
     the planes, which the patch layout wants (channel-major within a patch), without the
-    interleaved ``[H, W, 3]`` copy."""
+    interleaved ``[H, W, 3]`` copy; each plane is a view of the band's memory (:func:`_plane`),
+    where ``np.asarray`` would copy it twice through fresh ``bytes``."""
     if img.size != (width, height):
         img = img.resize((width, height), Image.Resampling.BICUBIC)
-    return [np.asarray(band, dtype=np.uint8) for band in img.split()]
+    return [_plane(band) for band in img.split()]
+
+
+def _plane(band: Image.Image) -> np.ndarray:
+    """An ``L`` image's pixels as a ``[H, W]`` uint8 array equal to ``np.asarray(band)``: a
+    view of Pillow's own memory through its Arrow export when it offers one (no copy), else the
+    band pasted into a Pillow image mapped onto a new numpy array (one copy)."""
+    w, h = band.size
+    view = _arrow_view(band, w * h)
+    return view.reshape(h, w) if view is not None else _pasted(band)
+
+
+def _pasted(band: Image.Image) -> np.ndarray:
+    """An ``L`` image's pixels copied once into a new ``[H, W]`` uint8 array."""
+    w, h = band.size
+    out = np.empty((h, w), dtype=np.uint8)
+    if out.size == 0:
+        return out
+    mapped = Image.frombuffer("L", (w, h), out, "raw", "L", 0, 1)  # shares ``out``'s memory
+    mapped.readonly = False  # written only here, by the paste, while ``out`` is ours alone
+    mapped.paste(band)
+    return out
+
+
+class _ArrowArray(ctypes.Structure):
+    """``struct ArrowArray`` of the Arrow C data interface (a stable ABI)."""
+
+    _fields_ = [("length", ctypes.c_int64), ("null_count", ctypes.c_int64), ("offset", ctypes.c_int64),
+                ("n_buffers", ctypes.c_int64), ("n_children", ctypes.c_int64),
+                ("buffers", ctypes.POINTER(ctypes.c_void_p)), ("children", ctypes.c_void_p),
+                ("dictionary", ctypes.c_void_p), ("release", ctypes.c_void_p),
+                ("private_data", ctypes.c_void_p)]
+
+
+class _ArrowSchema(ctypes.Structure):
+    """``struct ArrowSchema`` of the Arrow C data interface."""
+
+    _fields_ = [("format", ctypes.c_char_p), ("name", ctypes.c_char_p), ("metadata", ctypes.c_void_p),
+                ("flags", ctypes.c_int64), ("n_children", ctypes.c_int64), ("children", ctypes.c_void_p),
+                ("dictionary", ctypes.c_void_p), ("release", ctypes.c_void_p),
+                ("private_data", ctypes.c_void_p)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _arrow_view(band: Image.Image, n: int) -> np.ndarray | None:
+    """The ``n`` pixel bytes of an ``L`` image as a read-only uint8 array over Pillow's memory
+    (``Image.__arrow_c_array__``, Pillow ≥ 11.2: a plain uint8 array of one buffer), kept alive
+    by the export's capsule; ``None`` when Pillow does not export it that way."""
+    export = getattr(band, "__arrow_c_array__", None)
+    if export is None or band.mode != "L" or n == 0:
+        return None
+    try:
+        schema_capsule, array_capsule = export()
+    except Exception:  # noqa: BLE001 - e.g. an image Pillow holds in several blocks
+        return None
+    schema = _ArrowSchema.from_address(_capsule_pointer(schema_capsule, b"arrow_schema"))
+    array = _ArrowArray.from_address(_capsule_pointer(array_capsule, b"arrow_array"))
+    if (schema.format != b"C" or schema.n_children != 0 or array.length != n or array.offset != 0
+            or array.n_buffers != 2 or array.null_count != 0 or not array.buffers[1]):
+        return None
+    memory = (ctypes.c_uint8 * n).from_address(array.buffers[1])
+    memory._export = (schema_capsule, array_capsule)  # type: ignore[attr-defined]  # releases with the view
+    view = np.frombuffer(memory, dtype=np.uint8)  # type: ignore[call-overload]
+    view.flags.writeable = False
+    return view
 
 
 def patch_shape(height: int, width: int, arch: VisionArch) -> tuple[int, int]:
@@ -196,9 +266,18 @@ def process_image(
 ) -> tuple[serde.Pending, tuple[int, int, int]]:
     """An RGB image → ``(pixel_values [h·w, 3·2·P·P] uint8, image_grid_thw (1, h, w))``;
     the image is repeated ``temporal_patch_size`` times, as HF does. The pixel values are a
-    :class:`~.serde.Pending` tensor: resized now, reordered straight into the encoded item."""
+    :class:`~.serde.Pending` tensor: resized now, reordered straight into the encoded item, a
+    row of merge windows at a time."""
     w, h = img.size
     rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
     planes = resize_planes(img, rh, rw)
-    grid = (1, rh // arch.patch_size, rw // arch.patch_size)
-    return serde.Pending(patch_shape(rh, rw, arch), lambda out: patchify_still(planes, arch, out)), grid
+    p, m = arch.patch_size, arch.merge_size
+    grid = (1, rh // p, rw // p)
+    band_rows = (rw // p) * m  # patches of one row of merge windows (m·P pixel rows)
+
+    def write(out: np.ndarray, start: int) -> None:
+        top = start // band_rows * m * p
+        rows = out.shape[0] // band_rows * m * p
+        patchify_still([plane[top:top + rows] for plane in planes], arch, out)
+
+    return serde.Pending(patch_shape(rh, rw, arch), write, band_rows), grid

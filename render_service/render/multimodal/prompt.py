@@ -107,7 +107,7 @@ class Processed:
     mm_hash: str
     replacement: tuple[int, ...]
     pad_token: int
-    kwargs_b64: str
+    kwargs_b64: serde.B64Payload  # sent without a copy into one JSON string (serving)
     metadata_b64: str | None
 
     @property
@@ -367,7 +367,7 @@ def _processed(state: MultimodalState, spec: ItemSpec, settings: Settings, token
         mm_hash,
         tuple(replacement),
         state.token_ids[state.arch.image_token if spec.modality == "image" else state.arch.video_token],
-        serde.encode_item(fields),
+        serde.encode_payload(fields),
         serde.encode_item(meta) if meta else None,
     )
 
@@ -466,9 +466,12 @@ def expand(token_ids: list[int], result: MediaResult) -> tuple[list[int], dict[s
 
 
 def features(result: MediaResult, places: dict[str, list[dict[str, int]]], payload: str) -> dict[str, Any]:
-    """The ``features`` object (reference §2); ``payload`` ``"none"`` leaves out the tensors."""
+    """The ``features`` object (reference §2); ``payload`` ``"none"`` leaves out the tensors.
+
+    ``kwargs_data`` entries are :class:`~.serde.B64Payload` (serialise with
+    :func:`~.serde.json_default`, or send them as body pieces)."""
     hashes: dict[str, list[str]] = {}
-    kwargs: dict[str, list[str | None]] = {}
+    kwargs: dict[str, list[serde.B64Payload | None]] = {}
     meta: dict[str, list[str | None]] = {}
     for item, mm_hash in zip(result.items, result.hashes, strict=True):
         hashes.setdefault(item.modality, []).append(mm_hash)

@@ -37,6 +37,7 @@ import httpx
 import orjson
 
 from ...errors import RenderServiceError
+from ...render.multimodal.serde import json_default
 from ...settings import Settings
 from . import metrics
 
@@ -195,7 +196,7 @@ class Engines:
 
     async def _send(self, pool: EnginePool, body: dict[str, Any], request_id: str,
                     stream: bool, where: list[str] | None = None) -> tuple[str, httpx.Response]:
-        content = orjson.dumps(body)
+        content = orjson.dumps(body, default=json_default)  # media tensors (B64Payload) as strings
         headers = {**self.headers, "x-request-id": request_id}
         last: Exception | None = None
         for url in pool.order():
