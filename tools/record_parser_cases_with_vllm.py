@@ -264,7 +264,7 @@ WEATHER_CALLS = {
         "Hi<|tool_call>call:get_weather{city:Q Paris, FR Q,days:3}<tool_call|>".replace("Q ", GEMMA_Q)
         .replace(" Q", GEMMA_Q),
         f"<|tool_call>call:get_weather{{city:{GEMMA_Q}A{GEMMA_Q}}}<tool_call|>"
-        "<|tool_call>call:get_weather{days:12}<tool_call|>after",
+        "<|tool_call>call:get_weather{days:12}<tool_call|>",
     ],
     "functiongemma": ["<start_function_call>call:get_weather{city:<escape>Paris<escape>}<end_function_call>"],
     "apertus": [
@@ -372,6 +372,34 @@ def _minimax_m3_typed_cases() -> list[dict[str, Any]]:
     ]
 
 
+K2_PAIRS = ["<ifm|think>", "</ifm|think>", "<ifm|think_fast>", "</ifm|think_fast>"]
+K2_PAIRS += ["<ifm|think_faster>", "</ifm|think_faster>", "<ifm|tool_calls>"]
+K2_EFFORTS = {
+    "high": ("<ifm|think>", "</ifm|think>"),
+    "medium": ("<ifm|think_fast>", "</ifm|think_fast>"),
+    "low": ("<ifm|think_faster>", "</ifm|think_faster>"),
+}
+
+
+def _k2_effort_cases() -> list[dict[str, Any]]:
+    """K2 Horizon: only the requested ``reasoning_effort``'s marker pair counts (another pair
+    inside the reasoning is reasoning text; the effort's own end marker closes it)."""
+    out = []
+    for effort, (start, end) in K2_EFFORTS.items():
+        for other, (o_start, o_end) in K2_EFFORTS.items():
+            text = f"{start}a{end}b" if other == effort else f"{o_start}a{o_end}b{end}c"
+            out.append(
+                {
+                    "id": f"k2_horizon/effort_{effort}/{other}_pair",
+                    "reasoning": "k2_horizon",
+                    "text": text,
+                    "kwargs": {"reasoning_effort": effort},
+                    "extra": K2_PAIRS,
+                }
+            )
+    return out
+
+
 INPUTS: list[dict[str, Any]] = [
     *_think_cases(),
     *_escape_cases(),
@@ -379,6 +407,7 @@ INPUTS: list[dict[str, Any]] = [
     *_format_gap_cases(),
     *_stream_shape_cases(),
     *_minimax_m3_typed_cases(),
+    *_k2_effort_cases(),
 ]
 
 
