@@ -15,7 +15,8 @@ Wire format (special tokens)::
   streamed as they arrive, as vLLM 0.33 streams them (one fragment per token, measured with
   ``tools/record_parser_cases_with_vllm.py``); ``{}`` when empty (:class:`parsers.rawargs.RawArgs`).
 * Content before the block is kept (trailing whitespace dropped when the block follows); text
-  after the block is content. A name never closed is given back as content.
+  after the block is content. A block with no tool name (``S0`` holds it, markers included) is
+  given back verbatim as content, never lost; so is a name never closed.
 """
 
 from __future__ import annotations
@@ -48,10 +49,15 @@ SPEC = FormatSpec(
         "CONSTRAIN": "<|plamo:constrain|>",  # read by the body (RawArgs.skip); token kept
         "MSG": "<|plamo:msg|>",
     },
-    # C: content, S: inside the requests block (dropped), H: a tool name, B: arguments.
-    modes={"C": CONTENT, "S": DROP, "H": HOLD, "B": BODY},
+    # C: content, S0: a requests block before its first name (held), S: the block after a call
+    # (dropped), H: a tool name, B: arguments.
+    modes={"C": CONTENT, "S0": HOLD, "S": DROP, "H": HOLD, "B": BODY},
     transitions={
-        ("C", "REQS"): Transition("S", release="drop"),
+        ("C", "REQS"): Transition("S0", keep=True, release="drop"),
+        ("S0", "NAME"): Transition("H", release="drop"),
+        ("S0", "REQ"): Transition("S0", keep=True),
+        ("S0", "REQ_END"): Transition("S0", keep=True),
+        ("S0", "REQS_END"): Transition("C", keep=True, release="content"),
         ("S", "NAME"): Transition("H"),
         ("S", "REQS_END"): Transition("C"),
         ("H", "NAME_END"): Transition("S", route=True),
@@ -62,8 +68,11 @@ SPEC = FormatSpec(
         ("B", "REQS_END"): Transition("C"),
     },
     initial_mode="C",
-    finish_release={"H": CONTENT},
-    hold_limit={"H": (NAME_LIMIT, Transition("S", release="content"))},
+    finish_release={"H": CONTENT, "S0": CONTENT},
+    hold_limit={
+        "H": (NAME_LIMIT, Transition("S", release="content")),
+        "S0": (NAME_LIMIT, Transition("C", release="content")),
+    },
     hold_trailing={"C": WHITESPACE},
     body=RawArgs(lambda header: (header.strip(), None), skip=_ARGS_PREFIX),
     body_end_mode="S",
