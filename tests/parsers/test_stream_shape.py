@@ -56,3 +56,30 @@ def test_arguments_stream_where_vllm_streams_them(case):
     for n_vllm, n_ours in zip(vllm, ours, strict=True):
         if n_vllm > 1:
             assert n_ours > 1, "vLLM streams this call's arguments; ours came in one piece"
+
+
+Q = '<|"|>'
+GEMMA_TEXTS = [
+    f"a<|tool_call>call:f{{days:3,city:{Q}Paris{Q},ok:true}}<tool_call|>",
+    f"<|tool_call>call:f{{tags:[{Q}x{Q},{Q}y z{Q}],o:{{k:{Q}v{Q},n:1.5}}}}<tool_call|>",
+    f"<|tool_call>call:f{{city:{Q}Pa\"r\\is{Q}}}<tool_call|>",
+    f"<|tool_call>call:f{{a:{Q}}}{Q}}} junk<tool_call|>x",
+    f"<|tool_call>call:f{{o:{{k:{Q}}}{Q}",
+    f"<|tool_call>call:f{{a:<b,c:{Q[:3]}",
+]
+
+
+@pytest.mark.parametrize("text", GEMMA_TEXTS)
+def test_gemma4_streamed_arguments_equal_batch_at_every_two_chunk_split(text):
+    """Gemma 4's compact arguments converted as they stream: every split point (inside a
+    quote token, a key, a bare or nested value) joins to the batch, which is valid JSON."""
+    ctx = ParseContext(tools=({"type": "function", "function": {"name": "f", "parameters": {}}},))
+    p = parsers.get_parser(None, "gemma4")
+    batch = p.parse(ctx, None, text)
+    assert batch.tool_calls and all(isinstance(json.loads(c.arguments), dict) for c in batch.tool_calls)
+    for i in range(len(text) + 1):
+        state = p.start(ctx, None)
+        state, d1 = p.feed(state, text[:i])
+        state, d2 = p.feed(state, text[i:])
+        state, d3 = p.finish(state)
+        assert parsers.join_deltas(d1 + d2 + d3) == batch, i
