@@ -15,7 +15,7 @@ from typing import Any
 
 from .parser import Parser, join_deltas
 from .spec import FormatSpec, Transition
-from .types import Delta, ParseContext, ParseResult, ToolCall, ToolCallDelta
+from .types import Delta, ParseContext, ParseResult, ToolCall, ToolCallDelta, UnsupportedRequest
 
 __all__ = [
     "REASONING_PARSERS",
@@ -35,6 +35,7 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "join_deltas",
+    "UnsupportedRequest",
 ]
 
 #: Names whose format the model folder describes (``response_template`` metadata).

@@ -20,9 +20,10 @@ from typing import Any
 
 from .spec import Event
 
-#: body text -> ``[(name, arguments)]`` (arguments a JSON-compatible value or a JSON text), or
-#: ``None`` when the body is not a call block.
-BodyParser = Callable[[str], list[tuple[str, Any]] | None]
+#: body text (and, for a ``typed`` handler, the spec's ``tool_context`` value) ->
+#: ``[(name, arguments)]`` (arguments a JSON-compatible value or a JSON text), or ``None`` when
+#: the body is not a call block.
+BodyParser = Callable[..., list[tuple[str, Any]] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,25 +34,28 @@ class AtomicCalls:
         parse: the format's body parser.
         empty_ok: a body that parses to no calls is accepted (its text is dropped) instead of
             given back as content.
+        typed: ``parse`` also takes the request's tool context (the spec sets
+            ``tool_context``; the engine passes it to ``feed``/``finish``).
     """
 
     parse: BodyParser
     empty_ok: bool = False
+    typed: bool = False
 
     def start(self, marker: str, options: Mapping[str, Any]) -> dict[str, Any]:
         """New body; the marker is kept so a rejected body gives back all its text."""
         return {"raw": marker, "n": len(marker)}
 
-    def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
+    def feed(self, st: dict[str, Any], text: str, ctx: Any = None) -> tuple[list[Event], int | None]:
         """Hold the text until the closing marker."""
         st["raw"] += text
         return [], None
 
-    def finish(self, st: dict[str, Any]) -> list[Event]:
+    def finish(self, st: dict[str, Any], ctx: Any = None) -> list[Event]:
         """Emit every call of the body, or reject it."""
         raw, body = st["raw"], st["raw"][st["n"] :]
         st["raw"], st["n"] = "", 0
-        calls = self.parse(body)
+        calls = self.parse(body, ctx) if self.typed else self.parse(body)
         if calls is None or (not calls and not self.empty_ok):
             return [("reject", raw)]
         events: list[Event] = []

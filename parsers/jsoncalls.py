@@ -53,6 +53,10 @@ class JsonCalls:
         raw_args: object/array arguments are sent exactly as generated (spacing and escapes;
             vLLM 0.33 granite), instead of as vLLM's batch ``json.dumps(json.loads(..),
             ensure_ascii=False)`` writes them (see ``_normalise``).
+        either: the body is one call object or an array of them (Cohere actions); ``array``
+            is then decided by the body's first character.
+        name_is_key: a call object is ``{NAME: ARGUMENTS}`` (Apertus): its first key is the
+            function name and that key's value the arguments.
         close: text that must follow the JSON (after optional whitespace) for the body to be
             a call (granite4 ``</tool_call>``). The body's calls are then *atomic*: withheld
             until ``close`` arrives and emitted whole, and the body is rejected (its raw text
@@ -78,6 +82,10 @@ class JsonCalls:
         }
         if st["close"]:
             st.update(cm=0, m0=len(marker), je=0)
+        if options.get("either"):
+            st["either"] = True
+        if options.get("name_is_key"):
+            st["nik"] = True
         _new_call(st)
         if fixed:
             st.update(name=fixed, key=st["ak"][0], fixed=True)
@@ -176,6 +184,8 @@ def _structural(st: dict[str, Any], c: str, ev: list[Event]) -> str:
     """One non-space character outside strings and values: ``ok``, ``value`` or ``bad``."""
     s = st["s"]
     if s == "pre":
+        if st.get("either") and c in "[{":
+            st["array"] = c == "["
         if c == ("[" if st["array"] else "{"):
             st["s"] = "elem" if st["array"] else "key_pre"
             return "ok"
@@ -232,6 +242,8 @@ def _key(st: dict[str, Any], text: str, i: int) -> int:
             st["esc"] = True
         elif c == '"':
             st["key"] = _decode(st["key"])
+            if st.get("nik") and st["name"] is None:  # {NAME: ARGUMENTS}
+                st["name"], st["key"] = st["key"], st["ak"][0]
             st["s"] = "colon"
             return i
         st["key"] += c

@@ -12,6 +12,9 @@ argument slice), ``HarmonyParser`` (message content of a function-recipient mess
   characters: trailing ones are withheld until more text shows they are inside the value,
   and dropped at the end (so a closing fence or spaces before the end token never leak).
 * A body that ends with no argument text gets ``empty`` (``"{}"``).
+* ``skip``: texts skipped, each only if present, in order, at the start of the arguments
+  (PLaMo 3's ``<|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>``);
+  text that may still become one of them is held (``sk`` index of the next one, ``pb`` held).
 
 State (JSON): ``nm`` name, ``id`` native id or ``None``, ``sent``, ``lead`` (still skipping
 leading trim characters), ``tail`` (withheld trailing trim characters), ``any`` (arguments
@@ -43,15 +46,24 @@ class RawArgs:
     header: HeaderParser
     trim: str = " \t\r\n"
     empty: str = "{}"
+    skip: tuple[str, ...] = ()
 
     def start(self, marker: str, options: Mapping[str, Any]) -> dict[str, Any]:
         """New body for the header ``marker``; an unparseable header uses it stripped as name."""
         parsed = self.header(marker) or (marker.strip(), None)
-        return {"nm": parsed[0], "id": parsed[1], "sent": False, "lead": True, "tail": "", "any": False}
+        st: dict[str, Any] = {"nm": parsed[0], "id": parsed[1], "sent": False, "lead": True}
+        st.update(tail="", any=False)
+        if self.skip:
+            st.update(sk=0, pb="")
+        return st
 
     def feed(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
         """Send the name once, then the new argument text minus withheld trim characters."""
         ev = self._name(st)
+        if st.get("sk") is not None:
+            text = self._skipped(st, text)
+            if st["sk"] is not None:
+                return ev, None
         if st["lead"]:
             text = text.lstrip(self.trim)
             st["lead"] = not text
@@ -66,11 +78,29 @@ class RawArgs:
     def finish(self, st: dict[str, Any]) -> list[Event]:
         """End of the call: drop withheld trim characters; ``empty`` when nothing was sent."""
         ev = self._name(st)
+        if st.get("sk") is not None:  # held text that was not a skipped prefix: arguments
+            held, st["sk"], st["pb"] = st["pb"], None, ""
+            ev += self.feed(st, held)[0]
         if not st["any"]:
             ev.append(("args", self.empty))
             st["any"] = True
         st["tail"] = ""
         return ev
+
+    def _skipped(self, st: dict[str, Any], text: str) -> str:
+        """Drop the ``skip`` texts at the start; hold text that may still be one of them."""
+        buf, i = st["pb"] + text, st["sk"]
+        while i < len(self.skip):
+            want = self.skip[i]
+            if buf.startswith(want):
+                buf, i = buf[len(want) :], i + 1
+            elif want.startswith(buf):
+                st["sk"], st["pb"] = i, buf
+                return ""
+            else:
+                i += 1
+        st["sk"], st["pb"] = None, ""
+        return buf
 
     @staticmethod
     def _name(st: dict[str, Any]) -> list[Event]:

@@ -99,3 +99,10 @@ class ParseResult:
     content: str | None = None
     reasoning: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+
+
+class UnsupportedRequest(ValueError):
+    """The request's parse inputs are refused by the format (``Parser.start``): vLLM 0.33 raises
+    ``ValueError`` when it builds the request's parser (e.g. ``k2_horizon`` with a
+    ``reasoning_effort`` other than high/medium/low), which its render and derender answer
+    with a 400; callers map this to a 400 with the same message."""

@@ -1,6 +1,8 @@
 """Record conformance cases from vLLM 0.33's own parser classes.
 
-Run in a venv with vllm==0.33.0 (not a project dependency), from the worktree root:
+Run in a venv with vllm==0.33.0 (not a project dependency), from the worktree root; the Cohere
+Command parsers also need ``cohere-melody>=0.14.0`` importable (e.g. ``pip install --target DIR
+cohere-melody`` and ``PYTHONPATH=DIR``):
 
     VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 ~/vllm/bin/python tools/record_parser_cases_with_vllm.py
 
@@ -10,7 +12,8 @@ chat serving does (``ParserManager.get_parser`` + the per-request constructor wi
 of ``tests/parsers/cases/vllm033_measured.jsonl`` (the shape of ``parser_cases.jsonl``). The
 tokenizer is Qwen3's (Llama 3.1's where the case says so) from ``../shared/models`` with the
 input's marker texts added as special tokens, so markers are single tokens as in the model's
-own vocabulary. Our streaming equals our
+own vocabulary. Stream-shape cases also keep vLLM's token texts and how many argument fragments
+each call streamed in (``vllm_stream``). Our streaming equals our
 batch by construction, so every case is checked in both modes; where vLLM's one-token-per-delta
 streaming gave something else, the case's notes say what.
 """
@@ -239,7 +242,173 @@ def _format_gap_cases() -> list[dict[str, Any]]:
     return out
 
 
-INPUTS: list[dict[str, Any]] = [*_think_cases(), *_escape_cases(), *_hy_suffix_cases(), *_format_gap_cases()]
+GEMMA_Q = '<|"|>'
+NS = "]<]minimax[>["
+WEATHER_MARKERS = {
+    "gemma4": ["<|tool_call>", "<tool_call|>", GEMMA_Q],
+    "functiongemma": ["<start_function_call>", "<end_function_call>", "<escape>"],
+    "apertus": ["<|tools_prefix|>", "<|tools_suffix|>"],
+    "cohere_command3": ["<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_ACTION|>", "<|END_ACTION|>"],
+    "plamo3": [
+        *(f"<|plamo:{m}:plamo|>" for m in (
+            "begin_tool_requests", "end_tool_requests", "begin_tool_request", "end_tool_request",
+            "begin_tool_name", "end_tool_name", "begin_tool_arguments", "end_tool_arguments",
+        )),
+        "<|plamo:constrain|>", "<|plamo:msg|>",
+    ],
+    "kimi_k3": ["<|open|>", "<|close|>", "<|sep|>"],
+    "minimax_m3": [NS],
+}  # fmt: skip
+WEATHER_CALLS = {
+    "gemma4": [
+        "Hi<|tool_call>call:get_weather{city:Q Paris, FR Q,days:3}<tool_call|>".replace("Q ", GEMMA_Q)
+        .replace(" Q", GEMMA_Q),
+        f"<|tool_call>call:get_weather{{city:{GEMMA_Q}A{GEMMA_Q}}}<tool_call|>"
+        "<|tool_call>call:get_weather{days:12}<tool_call|>",
+    ],
+    "functiongemma": ["<start_function_call>call:get_weather{city:<escape>Paris<escape>}<end_function_call>"],
+    "apertus": [
+        'ok <|tools_prefix|>[{"get_weather": {"city": "Paris"}}, {"get_weather": {"city": "Rome"}}]'
+        "<|tools_suffix|>"
+    ],
+    "cohere_command3": [
+        '<|START_RESPONSE|>Sure<|END_RESPONSE|><|START_ACTION|>[{"tool_call_id":"0","tool_name":"get_weather",'
+        '"parameters":{"city":"Paris","days":3}},{"tool_call_id":"1","tool_name":"get_weather",'
+        '"parameters":{"city":"Rome"}}]<|END_ACTION|>'
+    ],
+    "plamo3": [
+        "ok<|plamo:begin_tool_requests:plamo|><|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>"
+        "get_weather<|plamo:end_tool_name:plamo|><|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json"
+        '<|plamo:msg|>{"city": "Paris", "days": 3}<|plamo:end_tool_arguments:plamo|>'
+        "<|plamo:end_tool_request:plamo|><|plamo:end_tool_requests:plamo|>"
+    ],
+    "kimi_k3": [
+        "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|><|open|>argument "
+        'key="city" type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|>'
+        "<|close|>tools<|sep|>"
+    ],
+    "minimax_m3": [
+        f'{NS}<tool_call>\n{NS}<invoke name="get_weather">\n{NS}<city>Paris{NS}</city>\n'
+        f"{NS}<days>3{NS}</days>\n{NS}</invoke>\n{NS}</tool_call>"
+    ],
+}
+
+
+def _stream_shape_cases() -> list[dict[str, Any]]:
+    """Which formats stream argument deltas (vLLM's per-call fragment counts are recorded)."""
+    out = []
+    for name, texts in WEATHER_CALLS.items():
+        for i, text in enumerate(texts):
+            out.append(
+                {
+                    "id": f"{name}/stream_shape/{i}",
+                    "tool": name,
+                    "reasoning": name if name == "cohere_command3" else None,
+                    "text": text,
+                    "tools": WEATHER_TOOL,
+                    "extra": WEATHER_MARKERS[name],
+                    "shape": True,
+                }
+            )
+    return out
+
+
+def _element(name: str, value: str) -> str:
+    return f"{NS}<{name}>{value}{NS}</{name}>"
+
+
+M3_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "items": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}},
+            },
+        },
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "nums": {"type": "array", "items": {"type": "integer"}},
+        "user_id": {"type": "string"},
+        "n": {"type": "integer"},
+        "x": {"type": "number"},
+        "ok": {"type": "boolean"},
+        "o": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}},
+        "free": {},
+    },
+}
+M3_BODIES = {
+    "array_of_objects": _element(
+        "items",
+        _element("item", _element("sku", "b1") + _element("qty", "2"))
+        + _element("item", _element("sku", "b2")),
+    ),
+    "array_one_item": _element("items", _element("item", _element("sku", "b1"))),
+    "array_of_strings": _element("tags", _element("item", "x") + _element("item", "42")),
+    "array_of_integers": _element("nums", _element("item", "1") + _element("item", "2")),
+    "array_as_json_text": _element("tags", '["a", "b"]'),
+    "array_empty": _element("tags", ""),
+    "string_of_digits": _element("user_id", "42"),
+    "integer_not_a_number": _element("n", "abc"),
+    "number_and_integer": _element("x", "1.5") + _element("n", "7"),
+    "boolean": _element("ok", "True"),
+    "object": _element("o", _element("a", "1") + _element("b", "2")),
+    "no_schema": _element("free", "3") + _element("undeclared", "[1]"),
+}
+
+
+def _minimax_m3_typed_cases() -> list[dict[str, Any]]:
+    """MiniMax M3 parameter values typed from the tool's JSON schema."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": M3_SCHEMA}}]
+    return [
+        {
+            "id": f"minimax_m3/schema_typed/{key}",
+            "tool": "minimax_m3",
+            "text": f'{NS}<tool_call>\n{NS}<invoke name="f">\n{body}\n{NS}</invoke>\n{NS}</tool_call>',
+            "tools": tools,
+            "extra": [NS],
+        }
+        for key, body in M3_BODIES.items()
+    ]
+
+
+K2_PAIRS = ["<ifm|think>", "</ifm|think>", "<ifm|think_fast>", "</ifm|think_fast>"]
+K2_PAIRS += ["<ifm|think_faster>", "</ifm|think_faster>", "<ifm|tool_calls>"]
+K2_EFFORTS = {
+    "high": ("<ifm|think>", "</ifm|think>"),
+    "medium": ("<ifm|think_fast>", "</ifm|think_fast>"),
+    "low": ("<ifm|think_faster>", "</ifm|think_faster>"),
+}
+
+
+def _k2_effort_cases() -> list[dict[str, Any]]:
+    """K2 Horizon: only the requested ``reasoning_effort``'s marker pair counts (another pair
+    inside the reasoning is reasoning text; the effort's own end marker closes it)."""
+    out = []
+    for effort, (start, end) in K2_EFFORTS.items():
+        for other, (o_start, o_end) in K2_EFFORTS.items():
+            text = f"{start}a{end}b" if other == effort else f"{o_start}a{o_end}b{end}c"
+            out.append(
+                {
+                    "id": f"k2_horizon/effort_{effort}/{other}_pair",
+                    "reasoning": "k2_horizon",
+                    "text": text,
+                    "kwargs": {"reasoning_effort": effort},
+                    "extra": K2_PAIRS,
+                }
+            )
+    return out
+
+
+INPUTS: list[dict[str, Any]] = [
+    *_think_cases(),
+    *_escape_cases(),
+    *_hy_suffix_cases(),
+    *_format_gap_cases(),
+    *_stream_shape_cases(),
+    *_minimax_m3_typed_cases(),
+    *_k2_effort_cases(),
+]
 
 
 def _request(item: dict[str, Any]) -> ChatCompletionRequest:
@@ -262,10 +431,14 @@ def _parser(item: dict[str, Any], tok: Any, request: ChatCompletionRequest) -> A
 
 
 def _stream(item: dict[str, Any], tok: Any, request: ChatCompletionRequest) -> dict[str, Any]:
+    """vLLM's one-token-per-delta result; ``item["fragments"]`` gets each call's count of
+    non-empty argument fragments, ``item["chunks"]`` the token texts."""
     parser = _parser(item, tok, request)
     ids = tok.encode(item["text"], add_special_tokens=False)
     reasoning = content = None
     calls: dict[int, list[str]] = {}
+    fragments: dict[int, int] = {}
+    item["chunks"] = [tok.decode([token]) for token in ids]
     for i, token in enumerate(ids):
         delta = parser.parse_delta(tok.decode([token]), [token], request, [], finished=i == len(ids) - 1)
         if delta is None:
@@ -278,6 +451,9 @@ def _stream(item: dict[str, Any], tok: Any, request: ChatCompletionRequest) -> d
             entry = calls.setdefault(tc.index, ["", ""])
             entry[0] += (tc.function.name or "") if tc.function else ""
             entry[1] += (tc.function.arguments or "") if tc.function else ""
+            if tc.function and tc.function.arguments:
+                fragments[tc.index] = fragments.get(tc.index, 0) + 1
+    item["fragments"] = [fragments.get(i, 0) for i in sorted(calls)]
     return {
         "content": content,
         "reasoning": reasoning,
@@ -334,6 +510,8 @@ def main() -> None:
             case["vocab_tokens"] = item["extra"]
         if kind == "tool" and item.get("reasoning"):
             case["reasoning_parser"] = item["reasoning"]
+        if item.get("shape"):  # how vLLM streamed the arguments (tests/parsers/test_stream_shape.py)
+            case["vllm_stream"] = {"chunks": item["chunks"], "argument_fragments": item["fragments"]}
         lines.append(json.dumps(case, ensure_ascii=False))
         print(case["id"], json.dumps(expected, ensure_ascii=False)[:160])
     OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -8,30 +8,31 @@ Wire format::
 
 * A JSON array of actions (one object accepted too); ``tool_name`` and ``parameters``.
 * Text outside actions is content (the reasoning spec drops the response framing); an action
-  block that is not such an array is content, never lost. Calls are emitted whole.
+  block that is not such JSON is content, never lost (:mod:`parsers.jsoncalls` rules: a call is
+  committed once its name and the start of its parameters are read).
+* Arguments stream as they arrive, as generated (vLLM 0.33 streams the ``parameters`` text
+  verbatim, one fragment per token, measured with ``tools/record_parser_cases_with_vllm.py``).
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from .json_factory import atomic_tool_spec
-
-
-def parse(body: str) -> list[tuple[str, Any]] | None:
-    """``[(name, arguments)]`` of a Cohere action array, ``None`` if it is not one."""
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return None
-    if isinstance(value, dict):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(a, dict) and "tool_name" in a for a in value):
-        return None
-    return [(str(a["tool_name"]), a.get("parameters") or {}) for a in value]
-
+from ..spec import FormatSpec
+from .json_factory import json_tool_spec
 
 _FRAMING = ("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>")
-SPEC = atomic_tool_spec("cohere_command3", ("<|START_ACTION|>",), "<|END_ACTION|>", parse, drops=_FRAMING)
-CMD4 = atomic_tool_spec("cohere_command4", ("<|START_ACTION|>",), "<|END_ACTION|>", parse, drops=_FRAMING)
+_OPTIONS = {"either": True, "name_key": "tool_name", "args_keys": ("parameters",), "raw_args": True}
+
+
+def _spec(name: str) -> FormatSpec:
+    return json_tool_spec(
+        name,
+        starts=("<|START_ACTION|>",),
+        ends=("<|END_ACTION|>",),
+        drops=_FRAMING,
+        after="content",
+        options=_OPTIONS,
+    )
+
+
+SPEC = _spec("cohere_command3")
+CMD4 = _spec("cohere_command4")

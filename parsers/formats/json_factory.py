@@ -109,17 +109,19 @@ def atomic_tool_spec(
     after: Literal["drop", "content"] = "content",
     drops: tuple[str, ...] = (),
     empty_ok: bool = False,
+    typed: bool = False,
 ) -> FormatSpec:
     """A spec whose call blocks run from a marker in ``starts`` to ``end`` and are parsed whole
     by ``parse`` (:class:`parsers.atomiccalls.AtomicCalls`); text around the blocks as
     :func:`json_tool_spec` (content before, ``after`` after; rejected blocks are text of the
-    mode they started in). A block without ``end`` is parsed at the end of the stream."""
+    mode they started in). A block without ``end`` is parsed at the end of the stream.
+    ``typed``: ``parse`` takes the tool context too (the caller sets ``tool_context``)."""
     return json_tool_spec(
         name,
         starts=starts,
         drops=drops,
         after=after,
-        body=AtomicCalls(parse, empty_ok=empty_ok),
+        body=AtomicCalls(parse, empty_ok=empty_ok, typed=typed),
         extra_markers={"END": end},
         extra_transitions={("B", "END"): Transition("A")},
     )

@@ -122,7 +122,12 @@ def initial_state(
     seed = detokenize.seed(pipe.detok, prompt_ids, drop)
     st.win, st.pre, st.rd = list(seed.window), seed.prefix, seed.read
     if parser is not None:
-        st.parser = parser.start(parse_context(chat, settings), prompt_ids)  # type: ignore[arg-type]
+        from parsers.types import UnsupportedRequest
+
+        try:
+            st.parser = parser.start(parse_context(chat, settings), prompt_ids)  # type: ignore[arg-type]
+        except UnsupportedRequest as exc:  # vLLM 0.33 builds the request's parser: ValueError -> 400
+            raise InvalidRequest(str(exc)) from exc
     return st
 
 

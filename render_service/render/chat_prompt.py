@@ -275,7 +275,7 @@ def reasoning_ended(
     parser = parser_for(bundle, settings)
     if parser is None or not settings.reasoning_parser:
         return None
-    from parsers.types import ParseContext
+    from parsers.types import ParseContext, UnsupportedRequest
 
     tools = parse_context["tools"]
     ctx = ParseContext(
@@ -288,4 +288,7 @@ def reasoning_ended(
         enable_auto_tool_choice=settings.enable_auto_tool_choice,
         structured_output=structured_output,
     )
-    return parser.reasoning_ended(parser.start(ctx, token_ids))
+    try:
+        return parser.reasoning_ended(parser.start(ctx, token_ids))
+    except UnsupportedRequest as exc:  # vLLM 0.33 builds the request's parser at render: 400
+        raise InvalidRequest(str(exc)) from exc

@@ -60,6 +60,7 @@ def calls(r: ParseResult) -> list[tuple[str, object]]:
 
 CB, C1, CE = "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
 CSE, SEP = "<｜tool▁calls▁end｜>", "<｜tool▁sep｜>"
+PQ, PQE = "<|plamo:begin_tool_requests:plamo|>", "<|plamo:end_tool_requests:plamo|>"
 MALFORMED = [
     ("hermes", "<tool_call>not json</tool_call>", "<tool_call>not json</tool_call>"),
     ("hermes", '<tool_call>\n{"name": "f", "argu', '<tool_call>\n{"name": "f", "argu'),
@@ -71,6 +72,13 @@ MALFORMED = [
     ("deepseek_v3", CB + C1 + 'f{"a":1}' + CE + CSE, C1 + 'f{"a":1}'),
     ("deepseek_v31", CB + C1 + 'f{"a":1}' + CE, C1 + 'f{"a":1}'),
     ("deepseek_v3", CB + C1 + "function" + SEP + 'f {"a":1}' + CSE, C1 + "function" + SEP + 'f {"a":1}'),
+    # formats that stream their arguments: a block that never commits a call is given back
+    ("gemma4", "<|tool_call>not a call<tool_call|>x", "<|tool_call>not a call<tool_call|>x"),
+    ("gemma4", "<|tool_call>call:f", "<|tool_call>call:f"),
+    ("apertus", "<|tools_prefix|>[not json]<|tools_suffix|>", "<|tools_prefix|>[not json]<|tools_suffix|>"),
+    ("cohere_command3", "<|START_ACTION|>{bad}<|END_ACTION|>", "<|START_ACTION|>{bad}<|END_ACTION|>"),
+    ("plamo3", PQ + "garbage" + PQE + "x", PQ + "garbage" + PQE + "x"),
+    ("plamo3", PQ + "garbage", PQ + "garbage"),
 ]
 
 
