@@ -86,13 +86,12 @@ NOT_BUNDLE_FIELDS = frozenset({
 })
 _BUNDLES: dict[str, ModelBundle] = {}
 _LOADED_AS: dict[str, str] = {}
-MAX_BUNDLES = 7
-"""Loaded bundles (and Hugging Face tokenizers) kept per test process, least recently used dropped
-beyond this: a bundle holds the tokenizer and its fastokens (+116-168 MB) and tiktoken encoders,
-and keeping every folder's bundles (up to 12) made one worker 5 GB. Tests parametrized by folder
-are grouped onto one worker per folder (:func:`pytest_collection_modifyitems`), so a worker rarely
-needs a dropped one again; seven is the text-model folders that some single tests draw among
-(``render_helpers.MODEL_FOLDERS``)."""
+MAX_BUNDLES = 12
+"""Loaded bundles kept per test process (least recently used dropped beyond this): more than the
+nine model folders, since several tests loop over all of them (a bound of 7 made
+``test_detokenize.py::test_br03_br04_one_token_per_step`` reload models on every pass, and did not
+lower the peak RSS). Tests parametrized by folder are grouped onto one worker per folder
+(:func:`pytest_collection_modifyitems`)."""
 
 
 #: Settings fields that only set a bundle's ``names`` and ``max_model_len``: bundles whose settings
@@ -131,7 +130,7 @@ def shared_bundle(settings: Settings) -> ModelBundle:
     return bundle
 
 
-@functools.lru_cache(maxsize=MAX_BUNDLES)
+@functools.cache
 def _tokenizer_at(path: str):  # type: ignore[no-untyped-def]
     from transformers import AutoTokenizer
 
