@@ -25,7 +25,7 @@ import pytest
 import uvicorn
 from hypothesis import settings as hypothesis_settings
 
-from render_service.models import ModelBundle, load_bundle
+from render_service.models import ModelBundle, _max_model_len, load_bundle
 from render_service.serving.app import create_app
 from render_service.settings import Settings
 
@@ -85,26 +85,45 @@ NOT_BUNDLE_FIELDS = frozenset({
     "engine_api_key",
 })
 _BUNDLES: dict[str, ModelBundle] = {}
+_LOADED_AS: dict[str, str] = {}
 MAX_BUNDLES = 12
 """Loaded bundles kept per test process (least recently used dropped beyond this): more than the
-nine model folders, since several tests loop over all of them."""
+nine model folders, since several tests loop over all of them (a bound of 7 made
+``test_detokenize.py::test_br03_br04_one_token_per_step`` reload models on every pass, and did not
+lower the peak RSS). Tests parametrized by folder are grouped onto one worker per folder
+(:func:`pytest_collection_modifyitems`)."""
 
 
-def bundle_key(settings: Settings) -> str:
-    """What identifies the bundle ``settings`` load."""
+#: Settings fields that only set a bundle's ``names`` and ``max_model_len``: bundles whose settings
+#: differ only in these are one loaded bundle (tokenizer, template, prompt encoder) with those two
+#: fields set as ``load_bundle`` sets them (``Settings.model_names``, ``models._max_model_len``).
+NAME_AND_LENGTH_FIELDS = frozenset({"served_model_name", "max_model_len"})
+
+
+def bundle_key(settings: Settings, also_ignored: frozenset[str] = frozenset()) -> str:
+    """What identifies the bundle ``settings`` load (``also_ignored``: more fields left out)."""
     fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
-    return repr(sorted((k, v) for k, v in fields.items() if k not in NOT_BUNDLE_FIELDS))
+    ignored = NOT_BUNDLE_FIELDS | also_ignored
+    return repr(sorted((k, v) for k, v in fields.items() if k not in ignored))
 
 
 def shared_bundle(settings: Settings) -> ModelBundle:
     """``load_bundle(settings)``, loaded once per test process for all settings that share the
-    bundle fields (see :data:`NOT_BUNDLE_FIELDS`). Raises what ``load_bundle`` raises."""
+    bundle fields (see :data:`NOT_BUNDLE_FIELDS`, :data:`NAME_AND_LENGTH_FIELDS`). Raises what
+    ``load_bundle`` raises."""
     key = bundle_key(settings)
     bundle = _BUNDLES.pop(key, None)
     if bundle is None:
-        path = settings.model_path
-        own = Path(path).is_dir() and getattr(settings, "tokenizer", None) is None  # no --tokenizer
-        bundle = load_bundle(settings, _tokenizer_at(path) if own else None)
+        loaded = bundle_key(settings, NAME_AND_LENGTH_FIELDS)
+        twin = next((b for k, b in _BUNDLES.items() if _LOADED_AS[k] == loaded), None)
+        if twin is not None:
+            bundle = dataclasses.replace(twin, names=settings.model_names,
+                                         max_model_len=_max_model_len(settings, twin.config, twin.tokenizer))
+        else:
+            path = settings.model_path
+            own = Path(path).is_dir() and getattr(settings, "tokenizer", None) is None  # no --tokenizer
+            bundle = load_bundle(settings, _tokenizer_at(path) if own else None)
+        _LOADED_AS[key] = loaded
     _BUNDLES[key] = bundle  # most recently used last
     while len(_BUNDLES) > MAX_BUNDLES:
         _BUNDLES.pop(next(iter(_BUNDLES)))
@@ -186,3 +205,16 @@ def serve() -> Iterator:
     for server in _SERVERS.values():
         server.stop()
     _SERVERS.clear()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests parametrized with a ../shared/models folder name are grouped by that folder
+    (``xdist_group``): under ``--dist loadgroup`` (pyproject addopts) one worker runs all of a
+    folder's parametrized tests, so each worker loads fewer models (CPU and peak memory)."""
+    folders = {p.name for p in MODELS.iterdir() if p.is_dir()} if MODELS.is_dir() else set()
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        named = sorted(v for v in params.values() if isinstance(v, str) and v in folders)
+        if named and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(named[0]))
