@@ -55,14 +55,18 @@ R1_TEXTS = {
     "cut": "Okay, the user wants the weather and I am",
 }
 HARMONY_TEXTS = {
-    "analysis_final": "<|channel|>analysis<|message|>Simple question.<|end|><|start|>assistant<|channel|>final"
-    "<|message|>Sunny, 22°C in Paris.<|return|>",
-    "call": "<|channel|>analysis<|message|>Need the weather tool.<|end|><|start|>assistant<|channel|>commentary"
+    "analysis_final": "<|channel|>analysis<|message|>Simple question.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>Sunny, 22°C in Paris.<|return|>",
+    "call": "<|channel|>analysis<|message|>Need the weather tool.<|end|>"
+    "<|start|>assistant<|channel|>commentary"
     ' to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>',
-    "preamble_call": "<|channel|>analysis<|message|>Use the tool.<|end|><|start|>assistant<|channel|>commentary"
-    "<|message|>Let me look that up.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+    "preamble_call": "<|channel|>analysis<|message|>Use the tool.<|end|>"
+    "<|start|>assistant<|channel|>commentary"
+    "<|message|>Let me look that up.<|end|>"
+    "<|start|>assistant<|channel|>commentary to=functions.get_weather "
     '<|constrain|>json<|message|>{"city": "Paris"}<|call|>',
-    "recipient_in_role": "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant to=functions.get_weather"
+    "recipient_in_role": "<|channel|>analysis<|message|>Think.<|end|>"
+    "<|start|>assistant to=functions.get_weather"
     '<|channel|>commentary json<|message|>{"city": "東京"}<|call|>',
     "cut": "<|channel|>analysis<|message|>I'm thinking about the weather in",
     "final_only": "<|channel|>final<|message|>Hello!<|return|>",
@@ -71,13 +75,26 @@ HARMONY_TEXTS = {
 #: (case id prefix, folder, reasoning parser, tool parser, chat_template_kwargs, texts)
 GROUPS: list[tuple[str, str, str, str | None, dict[str, Any], dict[str, str]]] = [
     ("qwen3", QWEN3, "qwen3", "hermes", {}, THINK_TEXTS),
-    ("qwen3_nothink", QWEN3, "qwen3", "hermes", {"enable_thinking": False},
-     {k: THINK_TEXTS[k] for k in ("no_markers", "think_answer", "end_only")}),
+    (
+        "qwen3_nothink",
+        QWEN3,
+        "qwen3",
+        "hermes",
+        {"enable_thinking": False},
+        {k: THINK_TEXTS[k] for k in ("no_markers", "think_answer", "end_only")},
+    ),
     ("deepseek_r1", R1, "deepseek_r1", None, {}, R1_TEXTS),
     ("deepseek_r1_qwen", QWEN3, "deepseek_r1", None, {}, THINK_TEXTS),
     ("step3", QWEN3, "step3", None, {}, THINK_TEXTS),
     ("deepseek_v3_thinking", QWEN3, "deepseek_v3", None, {"thinking": True}, THINK_TEXTS),
-    ("deepseek_v3", QWEN3, "deepseek_v3", None, {}, {k: THINK_TEXTS[k] for k in ("think_answer", "no_markers")}),
+    (
+        "deepseek_v3",
+        QWEN3,
+        "deepseek_v3",
+        None,
+        {},
+        {k: THINK_TEXTS[k] for k in ("think_answer", "no_markers")},
+    ),
     ("hy_v4", QWEN3, "hy_v4", None, {}, THINK_TEXTS),
     ("harmony", GPT_OSS, "openai_gptoss", "openai", {}, HARMONY_TEXTS),
 ]
@@ -91,10 +108,21 @@ def _prompt_ids(tok: Any, folder: str, kwargs: dict[str, Any]) -> list[int]:
     return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
 
 
-def _count(folder: str, tok: Any, reasoning: str, tool: str | None, kwargs: dict[str, Any],
-           prompt: list[int], ids: list[int]) -> int:
-    cls = ParserManager.get_parser(reasoning_parser_name=reasoning, tool_parser_name=tool,
-                                   enable_auto_tools=tool is not None, is_harmony=folder == GPT_OSS)
+def _count(
+    folder: str,
+    tok: Any,
+    reasoning: str,
+    tool: str | None,
+    kwargs: dict[str, Any],
+    prompt: list[int],
+    ids: list[int],
+) -> int:
+    cls = ParserManager.get_parser(
+        reasoning_parser_name=reasoning,
+        tool_parser_name=tool,
+        enable_auto_tools=tool is not None,
+        is_harmony=folder == GPT_OSS,
+    )
     request = ResponsesRequest(model="m", input="Weather in Paris?", tools=[WEATHER])
     parser = cls(tok, request.tools, chat_template_kwargs=kwargs, model_config=None)
     if folder == GPT_OSS:  # HarmonyContext.append_output: per engine output, one token each
@@ -112,18 +140,20 @@ def main() -> None:
         prompt = _prompt_ids(tok, folder, kwargs)
         for key, text in texts.items():
             ids = tok.encode(text, add_special_tokens=False)
-            cases.append({
-                "id": f"{prefix}/{key}",
-                "model": folder,
-                "reasoning_parser": reasoning,
-                "tool_call_parser": tool,
-                "chat_template_kwargs": kwargs,
-                "text": text,
-                "finish_reason": "length" if "cut" in key else "stop",
-                "prompt_token_ids": prompt,
-                "token_ids": ids,
-                "reasoning_tokens": _count(folder, tok, reasoning, tool, kwargs, prompt, ids),
-            })
+            cases.append(
+                {
+                    "id": f"{prefix}/{key}",
+                    "model": folder,
+                    "reasoning_parser": reasoning,
+                    "tool_call_parser": tool,
+                    "chat_template_kwargs": kwargs,
+                    "text": text,
+                    "finish_reason": "length" if "cut" in key else "stop",
+                    "prompt_token_ids": prompt,
+                    "token_ids": ids,
+                    "reasoning_tokens": _count(folder, tok, reasoning, tool, kwargs, prompt, ids),
+                }
+            )
             print(cases[-1]["id"], len(ids), cases[-1]["reasoning_tokens"])
     OUT.write_text(json.dumps({"vllm": "0.33.0", "cases": cases}, ensure_ascii=False, indent=1) + "\n")
 

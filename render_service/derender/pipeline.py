@@ -25,8 +25,10 @@ from ..models import ModelBundle
 from ..parsing import parser_for
 from ..protocol.derender import StreamState
 from ..settings import Settings
+from ..tokens.tokenization import decode, vocab_lookup
 from . import detokenize, logprobs, stop_strings
 from .detokenize import Detokenizer, DetokState
+from .reasoning_tokens import NONE, Counting, counting_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,8 @@ class Pipeline:
     fingerprint: str
     #: Keys that sign (first) and verify ``stream_state`` (:func:`state_keys`).
     state_keys: tuple[str, ...] = ()
+    #: The reasoning-token counting rule of the configured reasoning parser (Responses usage).
+    counting: Counting = NONE
 
     @property
     def cfg(self) -> str:
@@ -88,6 +92,12 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
         model_eos_ids=bundle.eos_token_ids,
         fingerprint=fingerprint,
         state_keys=state_keys(settings, fingerprint),
+        counting=counting_for(
+            settings.reasoning_parser,
+            vocab_lookup(bundle),
+            frozenset(int(i) for i in tok.all_special_ids),
+            lambda ids: decode(bundle, ids),
+        ),
     )
     _PIPELINES[key] = (bundle, settings, pipe)
     while len(_PIPELINES) > _MAX_CACHED:  # a server has one; tests load many bundles

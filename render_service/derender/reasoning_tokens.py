@@ -50,12 +50,24 @@ RULES: dict[str, tuple[Kind, str, str]] = {
     "hy_v4": ("hy_v4", "<think>", "</think>"),
     "openai_gptoss": ("harmony", "", ""),
 }
-ALIASES = {"deepseek-r1": "deepseek_r1", "deepseek-v3": "deepseek_v3", "gpt-oss": "openai_gptoss",
-           "gpt_oss": "openai_gptoss", "qwen3-thinking": "qwen3"}
+ALIASES = {
+    "deepseek-r1": "deepseek_r1",
+    "deepseek-v3": "deepseek_v3",
+    "gpt-oss": "openai_gptoss",
+    "gpt_oss": "openai_gptoss",
+    "qwen3-thinking": "qwen3",
+}
 #: deepseek_v3-style parsers count only with thinking on (vLLM: else its identity parser, 0).
 NEEDS_THINKING = frozenset({"deepseek_v3", "holo2", "poolside_v1"})
-HARMONY_MARKS = ("<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>",
-                 "<|constrain|>")
+HARMONY_MARKS = (
+    "<|start|>",
+    "<|channel|>",
+    "<|message|>",
+    "<|end|>",
+    "<|call|>",
+    "<|return|>",
+    "<|constrain|>",
+)
 #: Bound on the kept header of an open harmony message (a header is a few tokens).
 MAX_HEADER = 64
 _RECIPIENT = re.compile(r"\bto=([^\s<]+)")
@@ -100,8 +112,9 @@ def counting_for(
     return Counting(kind, vocab[start], vocab[end], special_ids)
 
 
-def initial(counting: Counting, reasoning_parser: str | None, kwargs: Mapping[str, Any] | None,
-            reasoning_open: bool) -> list[int]:
+def initial(
+    counting: Counting, reasoning_parser: str | None, kwargs: Mapping[str, Any] | None, reasoning_open: bool
+) -> list[int]:
     """The state at the start of an output: ``[open/depth, count]`` (``flag``/``depth``),
     ``[seen, ended, count]`` (``until_end``/``hy_v4``), ``[phase, reasoning, count]``
     (harmony); ``[]`` when nothing is counted for this request (``none``, thinking off).
@@ -125,7 +138,9 @@ def count(state: Sequence[int]) -> int:
     return int(state[-1]) if state else 0
 
 
-def step(counting: Counting, state: list[int], header: list[int], ids: Sequence[int]) -> tuple[list[int], list[int]]:
+def step(
+    counting: Counting, state: list[int], header: list[int], ids: Sequence[int]
+) -> tuple[list[int], list[int]]:
     """Advance over the ids of one chunk: ``(state, header)`` → the new pair (new lists).
     ``header`` is the harmony header ids so far (``[]`` for the other rules)."""
     if not state:
@@ -165,7 +180,9 @@ def step(counting: Counting, state: list[int], header: list[int], ids: Sequence[
     return [a, ended, n], header
 
 
-def _harmony(counting: Counting, state: list[int], header: list[int], ids: Sequence[int]) -> tuple[list[int], list[int]]:
+def _harmony(
+    counting: Counting, state: list[int], header: list[int], ids: Sequence[int]
+) -> tuple[list[int], list[int]]:
     """phase 0: in a header (ids kept), 1: in a message's content; reasoning: the content counts."""
     marks = counting.marks or {}
     message, start = marks.get("<|message|>"), marks.get("<|start|>")
