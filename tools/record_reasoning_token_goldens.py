@@ -72,6 +72,19 @@ HARMONY_TEXTS = {
     "final_only": "<|channel|>final<|message|>Hello!<|return|>",
 }
 
+#: vLLM parser-engine formats with ``<think>``/``</think>`` markers (run over Qwen3's vocabulary).
+ENGINE_THINK = [
+    "mimo",
+    "nemotron_v3",
+    "kimi_k2",
+    "minimax_m2",
+    "step3p5",
+    "granite_thinking_parser",
+    "deepseek_v4",
+    "glm45",
+    "glm47",
+    "ling3",
+]
 #: (case id prefix, folder, reasoning parser, tool parser, chat_template_kwargs, texts)
 GROUPS: list[tuple[str, str, str, str | None, dict[str, Any], dict[str, str]]] = [
     ("qwen3", QWEN3, "qwen3", "hermes", {}, THINK_TEXTS),
@@ -97,6 +110,11 @@ GROUPS: list[tuple[str, str, str, str | None, dict[str, Any], dict[str, str]]] =
     ),
     ("hy_v4", QWEN3, "hy_v4", None, {}, THINK_TEXTS),
     ("harmony", GPT_OSS, "openai_gptoss", "openai", {}, HARMONY_TEXTS),
+    *(
+        (f"{name}{suffix}", QWEN3, name, None, kwargs, THINK_TEXTS)
+        for name in ENGINE_THINK
+        for suffix, kwargs in (("", {}), ("_nothink", {"enable_thinking": False}))
+    ),
 ]
 
 

@@ -10,10 +10,12 @@ any chunking (batch is one step over every id).
 Rules (``Counting.kind``), measured against vLLM's classes by
 ``tools/record_reasoning_token_goldens.py`` (``tests/data/reasoning_token_goldens.json``):
 
-* ``flag`` (qwen3, vLLM's parser engine): tokens inside reasoning, markers and special tokens
-  not counted; reasoning is open at the start unless the prompt closed it (the parser's own
-  start state); ``START`` inside reasoning is dropped, ``</think>`` closes it for good (a later
-  ``<think>`` is content, as the qwen3 format).
+* ``flag`` (vLLM's parser engine: qwen3, mimo, nemotron_v3, kimi_k2, minimax_m2, step3p5,
+  granite_thinking_parser, deepseek_v4, glm45, glm47, ling3): tokens inside
+  reasoning, markers and special tokens not counted; reasoning is open at the start unless the
+  prompt closed it (the parser's own start state); ``<think>`` inside reasoning is dropped;
+  after ``</think>`` a ``<think>`` is content, except for the formats that reopen (``REOPEN``);
+  glm45 / glm47 / ling3 count nothing with ``enable_thinking: false``.
 * ``depth`` (``BaseThinkingReasoningParser``: deepseek_r1, step5, ernie45, hy_v3; deepseek_v3 /
   holo2 / poolside_v1 with ``thinking``): a depth counter over the start/end ids starting at 0,
   so a prompt-opened ``<think>`` (R1's template) counts nothing, as vLLM.
@@ -39,6 +41,16 @@ Kind = Literal["none", "flag", "depth", "until_end", "hy_v4", "harmony"]
 #: vLLM 0.33 reasoning parser name → rule and its (start, end) marker texts.
 RULES: dict[str, tuple[Kind, str, str]] = {
     "qwen3": ("flag", "<think>", "</think>"),
+    "mimo": ("flag", "<think>", "</think>"),
+    "nemotron_v3": ("flag", "<think>", "</think>"),
+    "kimi_k2": ("flag", "<think>", "</think>"),
+    "minimax_m2": ("flag", "<think>", "</think>"),
+    "step3p5": ("flag", "<think>", "</think>"),
+    "granite_thinking_parser": ("flag", "<think>", "</think>"),
+    "deepseek_v4": ("flag", "<think>", "</think>"),
+    "glm45": ("flag", "<think>", "</think>"),
+    "glm47": ("flag", "<think>", "</think>"),
+    "ling3": ("flag", "<think>", "</think>"),
     "deepseek_r1": ("depth", "<think>", "</think>"),
     "step5": ("depth", "<think>", "</think>"),
     "ernie45": ("depth", "<think>", "</think>"),
@@ -59,6 +71,10 @@ ALIASES = {
 }
 #: deepseek_v3-style parsers count only with thinking on (vLLM: else its identity parser, 0).
 NEEDS_THINKING = frozenset({"deepseek_v3", "holo2", "poolside_v1"})
+#: Parser-engine formats where ``<think>`` in content opens reasoning again.
+REOPEN = frozenset({"deepseek_v4", "glm45", "glm47", "ling3"})
+#: Parser-engine formats that count nothing with ``enable_thinking: false`` (vLLM: identity mode).
+OFF_WHEN_DISABLED = frozenset({"glm45", "glm47", "ling3"})
 HARMONY_MARKS = (
     "<|start|>",
     "<|channel|>",
@@ -79,6 +95,7 @@ class Counting:
     tokens) and, for harmony, the header decoder."""
 
     kind: Kind = "none"
+    reopen: bool = False
     start: int = -1
     end: int = -1
     special: frozenset[int] = frozenset()
@@ -109,7 +126,7 @@ def counting_for(
         return Counting(kind, special=special_ids | frozenset(marks.values()), marks=marks, decode=decode)
     if start not in vocab or end not in vocab:
         return NONE
-    return Counting(kind, vocab[start], vocab[end], special_ids)
+    return Counting(kind, name in REOPEN, vocab[start], vocab[end], special_ids)
 
 
 def initial(
@@ -127,6 +144,8 @@ def initial(
     if name in NEEDS_THINKING and not (kwargs.get("thinking") or kwargs.get("enable_thinking")):
         return []
     if counting.kind == "hy_v4" and kwargs.get("reasoning_effort") == "no_think":
+        return []
+    if name in OFF_WHEN_DISABLED and kwargs.get("enable_thinking") is False:
         return []
     if counting.kind == "flag":
         return [1 if reasoning_open else 0, 0]
@@ -155,7 +174,9 @@ def step(
         for i in ids:
             if i == end:
                 a = 0
-            elif i != start and a and i not in special:
+            elif i == start:
+                a = a or int(counting.reopen)
+            elif a and i not in special:
                 n += 1
         return [a, n], header
     if kind == "depth":
