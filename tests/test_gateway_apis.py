@@ -125,6 +125,7 @@ def test_responses_json_and_stream_equal_by_hand(gateway, engines, sdk):  # noqa
     want = Response.model_validate(by_hand(gateway, engines, "responses", request, "resp_r1"))
     assert [o.type for o in want.output] == ["reasoning", "message", "function_call", "function_call"]
     assert [json.loads(o.arguments)["city"] for o in want.output[2:]] == ["東京", "Zürich"]
+    assert want.usage is not None and want.usage.output_tokens_details.reasoning_tokens > 0  # as vLLM
 
     got = sdk.responses.create(**request, extra_headers={"X-Request-Id": "r1"})
     assert got.model_dump(exclude={"created_at"}) == want.model_dump(exclude={"created_at"})

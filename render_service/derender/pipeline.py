@@ -25,9 +25,11 @@ from ..models import ModelBundle
 from ..parsing import parser_for
 from ..protocol.derender import StreamState
 from ..settings import Settings
+from ..tokens.tokenization import decode, vocab_lookup
 from . import detokenize, logprobs, stop_strings
 from .detokenize import Detokenizer, DetokState
 from .stream_state import StateCache
+from .reasoning_tokens import NONE, Counting, counting_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,8 @@ class Pipeline:
     state_keys: tuple[str, ...] = ()
     #: States this process handed out, by their text (resumed without decoding).
     states: StateCache = field(default_factory=StateCache, compare=False, repr=False)
+    #: The reasoning-token counting rule of the configured reasoning parser (Responses usage).
+    counting: Counting = NONE
 
     @property
     def cfg(self) -> str:
@@ -91,6 +95,12 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
         model_eos_ids=bundle.eos_token_ids,
         fingerprint=fingerprint,
         state_keys=state_keys(settings, fingerprint),
+        counting=counting_for(
+            settings.reasoning_parser,
+            vocab_lookup(bundle),
+            frozenset(int(i) for i in tok.all_special_ids),
+            lambda ids: decode(bundle, ids),
+        ),
     )
     _PIPELINES[key] = (bundle, settings, pipe)
     while len(_PIPELINES) > _MAX_CACHED:  # a server has one; tests load many bundles

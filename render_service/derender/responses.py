@@ -7,7 +7,9 @@ signed ``stream_state``. vLLM 0.33 has no such endpoint; the shapes are OpenAI's
   item ids are deterministic (``rs_`` / ``msg_`` / ``fc_`` + the request id + the item index).
 * ``status``: ``completed``, or ``incomplete`` with ``incomplete_details.reason:
   "max_output_tokens"`` when the engine stopped for length.
-* ``usage``: ``input_tokens``, ``output_tokens``, ``total_tokens`` (details zero).
+* ``usage``: ``input_tokens``, ``output_tokens``, ``total_tokens``;
+  ``output_tokens_details.reasoning_tokens`` counted on the output ids as vLLM 0.33's Responses
+  serving counts them (:mod:`.reasoning_tokens`; batch and stream by the same step).
 
 Streaming answer: ``{"events": [{"event": type, "data": {..., "sequence_number"}}...],
 "stream_state", "stop_generation"}``: ``response.created`` and ``response.in_progress`` on the
@@ -39,8 +41,11 @@ from ..settings import Settings
 from .anthropic import effort_kwargs
 from .blocks import Piece, events_reply, input_tokens, opens_block, pieces
 from .chat import derender_chat
-from .flow import ChoiceShape, LiveStream, is_stream, open_live, run_stream
-from .pipeline import StepOutput, pipeline_for
+from .flow import ChoiceShape, LiveStream, is_stream, open_live, parse_context, run_stream
+from .pipeline import Pipeline, StepOutput, pipeline_for
+from .reasoning_tokens import count as reasoning_count
+from .reasoning_tokens import initial as counting_initial
+from .reasoning_tokens import step as counting_step
 
 NEEDS_REQUEST = (
     "responses_request is required when a tool or reasoning parser is configured (on the first "
@@ -115,9 +120,10 @@ def _response(
     created: int,
     output: list[dict[str, Any]],
     finish: str | None,
-    usage: tuple[int, int] | None,
+    usage: tuple[int, int, int] | None,
     req: ResponsesRequest | None,
 ) -> dict[str, Any]:
+    """``usage``: (input, output, reasoning) tokens."""
     status = response_status(finish)
     return {
         "id": rid,
@@ -142,13 +148,27 @@ def _response(
             "input_tokens": usage[0],
             "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
             "output_tokens": usage[1],
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": usage[2]},
             "total_tokens": usage[0] + usage[1],
         },
     }
 
 
 # --- batch ----------------------------------------------------------------------------------
+
+
+def counter_start(
+    pipe: Pipeline, settings: Settings, fields: ChatRequestFields | None, prompt_ids: list[int] | None
+) -> list[int]:
+    """The reasoning-token counter's state before the output (``[]``: nothing counted): the
+    parser's start state tells whether the prompt left reasoning open; the effective
+    ``chat_template_kwargs`` (server defaults, request, ``reasoning.effort``) pick the mode."""
+    if pipe.parser is None or fields is None or pipe.counting.kind == "none":
+        return []
+    ctx = parse_context(fields, settings)
+    start = pipe.parser.start(ctx, prompt_ids)
+    return counting_initial(pipe.counting, settings.reasoning_parser, ctx.chat_template_kwargs,
+                            pipe.parser.reasoning_ended(start) is False)
 
 
 def _batch(bundle: ModelBundle, settings: Settings, req: DerenderResponsesRequest) -> dict[str, Any]:
@@ -187,13 +207,18 @@ def _batch(bundle: ModelBundle, settings: Settings, req: DerenderResponsesReques
     if output and choice["finish_reason"] == "length":  # only the last item was cut short
         output[-1]["status"] = "incomplete"
     usage = chat["usage"]
+    pipe = pipeline_for(bundle, settings)
+    gen = req.generate_response
+    prompt_ids = req.prompt_token_ids if req.prompt_token_ids is not None else gen.prompt_token_ids
+    counter = counter_start(pipe, settings, fields, prompt_ids)
+    counter, _ = counting_step(pipe.counting, counter, [], req.generate_response.choices[0].token_ids or ())
     return _response(
         rid,
         name,
         chat["created"],
         output,
         choice["finish_reason"],
-        (usage["prompt_tokens"], usage["completion_tokens"]),
+        (usage["prompt_tokens"], usage["completion_tokens"], reasoning_count(counter)),
         req.responses_request,
     )
 
@@ -283,9 +308,11 @@ def _step_events(
     state: StreamState,
     req: ResponsesRequest | None,
     input_tokens: int,
+    pipe: Pipeline,
 ) -> list[dict[str, Any]]:
     ev = _Events(state)
     state.nout += len(choice.token_ids or ())
+    state.rtok, state.rhdr = counting_step(pipe.counting, state.rtok, state.rhdr, choice.token_ids or ())
     if not state.role:
         state.role = True
         first = _response(state.rid, state.model, state.created, [], None, None, req)
@@ -303,7 +330,13 @@ def _step_events(
         n = len(state.items)
         output = [_stored_item(state, i, last if i == n - 1 else "completed") for i in range(n)]
         final = _response(
-            state.rid, state.model, state.created, output, out.finish_reason, (input_tokens, state.nout), req
+            state.rid,
+            state.model,
+            state.created,
+            output,
+            out.finish_reason,
+            (input_tokens, state.nout, reasoning_count(state.rtok)),
+            req,
         )
         ev.emit(TERMINAL[status], response=final)
     return ev.events
@@ -313,14 +346,19 @@ TERMINAL = {"completed": "response.completed", "incomplete": "response.incomplet
 """The last event of a stream by the response's ``status`` (as vLLM 0.33 and OpenAI)."""
 
 
-def _shape(req: ResponsesRequest | None, first_tokens: int | None) -> ChoiceShape:
+def _shape(
+    req: ResponsesRequest | None, first_tokens: int | None, pipe: Pipeline, counter: list[int] | None
+) -> ChoiceShape:
     """The step shape of a Responses stream: ``{"events": [...]}`` (per call and live alike);
-    ``first_tokens`` (first call) sets the state's prompt token count."""
+    ``first_tokens`` (first call) sets the state's prompt token count, ``counter`` (first call)
+    the reasoning-token counter (:func:`counter_start`)."""
 
     def shape(out: StepOutput, choice: GenerateChoice, st: StreamState) -> dict[str, Any]:
         if first_tokens is not None:
             st.ptoks = first_tokens
-        return {"events": _step_events(out, choice, st, req, st.ptoks or 0)}
+        if counter is not None and not st.role:
+            st.rtok = list(counter)
+        return {"events": _step_events(out, choice, st, req, st.ptoks or 0, pipe)}
 
     return shape
 
@@ -339,8 +377,10 @@ def open_responses_stream(
     req = ResponsesRequest.model_validate(responses_request)
     opts = chat_fields(req)
     assert opts is not None
+    pipe = pipeline_for(bundle, settings)
+    counter = counter_start(pipe, settings, opts, prompt_token_ids)
     return open_live(bundle, settings, req.model, opts, prompt_token_ids, rid, object_name="response",
-                     shape=_shape(req, None), extra={}, prompt_tokens=len(prompt_token_ids))
+                     shape=_shape(req, None, pipe, counter), extra={}, prompt_tokens=len(prompt_token_ids))
 
 
 def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStreamRequest) -> dict[str, Any]:
@@ -349,16 +389,22 @@ def _stream(bundle: ModelBundle, settings: Settings, req: DerenderResponsesStrea
     if req.stream_state is None and pipe.parser is not None and req.responses_request is None:
         raise InvalidRequest(NEEDS_REQUEST, param="responses_request")
     first_tokens = input_tokens(req)
+    fields = chat_fields(req.responses_request)
+    first = req.stream_state is None
+    prompt_ids = req.prompt_token_ids
+    if prompt_ids is None:
+        prompt_ids = req.generate_chunk.prompt_token_ids
+    counter = counter_start(pipe, settings, fields, prompt_ids) if first else None
 
     reply = run_stream(
         bundle,
         settings,
         pipe,
         req,
-        chat_fields(req.responses_request),
+        fields,
         None,
         object_name="response",
-        shape=_shape(req.responses_request, first_tokens if req.stream_state is None else None),
+        shape=_shape(req.responses_request, first_tokens if first else None, pipe, counter),
         extra={},
     )
     return events_reply(reply)

@@ -260,6 +260,8 @@ class StreamState(BaseModel):
             or ``[blk, arguments, name, call_id]`` for a call (the done events and the terminal
             ``response.output`` repeat the whole output, so this part grows with the output;
             empty, and left out of the encoding, for chat, completions and Messages).
+        rtok, rhdr: Responses only: the reasoning-token counter (a few ints) and, for harmony,
+            the ids of the open message header (≤ 64) (:mod:`render_service.derender.reasoning_tokens`).
         api: the route family that made the state (``""`` chat, ``"c"`` completions, ``"m"``
             Messages, ``"r"`` Responses): a state is refused on another family's route.
     """
@@ -301,4 +303,6 @@ class StreamState(BaseModel):
     nout: int = 0
     seq: int = 0
     items: list[list[str]] = Field(default_factory=list)
+    rtok: list[int] = Field(default_factory=list, max_length=3)
+    rhdr: list[int] = Field(default_factory=list, max_length=64)
     api: str = ""
