@@ -28,8 +28,8 @@ from ..settings import Settings
 from ..tokens.tokenization import decode, vocab_lookup
 from . import detokenize, logprobs, stop_strings
 from .detokenize import Detokenizer, DetokState
-from .stream_state import StateCache
 from .reasoning_tokens import NONE, Counting, counting_for
+from .stream_state import StateCache
 
 
 @dataclass(frozen=True, slots=True)
