@@ -316,12 +316,19 @@ def derender_one(run: Run, i: int, out: dict[str, Any], pick: tuple[dict[str, An
     st, bt = run.post(vllm_url, path, body)
     example = {"path": path, "output_text": out["text"], "token_ids": ids, "finish": finish,
                key: chat_req if not completion else creq}
-    records.append(("derender batch", example, so, bo, st, bt,
-                    so == st == 200 and calls_kept(bo, bt, finish)))
-    vllm_batch = bt if st == 200 else None
+    batch = (so, bo, st, bt)
+    streams = []
     for size in (1, None):
-        so, bo = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], True)
-        st, bt = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], False)
+        streams.append((size, stream(run, path, base, key, rid, ids, finish, lps, size,
+                                     out["chunks_seed"], True),
+                        stream(run, path, base, key, rid, ids, finish, lps, size,
+                               out["chunks_seed"], False)))
+    vllm_stream = streams[0][2][1] if streams[0][2][0] == 200 else None
+    records.append(("derender batch", example, *batch, so == st == 200 and (
+        calls_kept(bo, bt, finish) or vllm_stream_disagrees(bo, bt, vllm_stream, example,
+                                                            "derender batch"))))
+    vllm_batch = bt if st == 200 else None
+    for size, (so, bo), (st, bt) in streams:
         ex = dict(example, chunking="one token" if size == 1 else f"random seed {out['chunks_seed']}")
         deliberate = (bool(chat_req.get("stop")) and st == 400 and so == 200) or (
             so == st == 200 and (calls_kept(bo, bt, finish)
@@ -369,23 +376,30 @@ def _core(answer: Any) -> dict[str, Any]:
             "tool_calls": calls, "finish_reason": answer.get("finish_reason")}
 
 
-def vllm_stream_disagrees(ours: Any, theirs: Any, vllm_batch: Any, example: Any) -> bool:
-    """README "Deliberate differences" (streaming equals batch by construction): vLLM's stream of
-    the output says something else than vLLM's batch of it (text, reasoning, calls or finish
-    reason); ours says what vLLM's batch says, apart from the README's other differences (the
-    normalisers, applied to ours against vLLM's batch); nothing else differs from vLLM's stream."""
-    if vllm_batch is None:
+def vllm_stream_disagrees(ours: Any, theirs: Any, vllm_other: Any, example: Any,
+                          area: str = "derender stream") -> bool:
+    """README "Deliberate differences" (streaming equals batch by construction): vLLM's answer
+    in this mode (``theirs``) says something else (text, reasoning, calls or finish reason) than
+    vLLM's answer in the other mode (``vllm_other``: its batch for a stream, its one-token stream
+    for a batch); ours says what vLLM's other mode says, apart from the README's other
+    differences (the normalisers); nothing else differs from ``theirs``."""
+    if vllm_other is None:
         return False
-    truth = _core(vllm_batch)
+    truth = _core(vllm_other)
     if _core(theirs) == truth:
         return False
     o, t, _ = normalise("derender stream", _core(ours), truth, example)
     if diff_paths(o, t):
         return False
-    o = dict(ours)
-    for k in CORE:
-        o[k] = theirs.get(k)
-    o, t, _ = normalise("derender stream", o, theirs, example)
+    if area == "derender batch":
+        o = json.loads(json.dumps(ours))
+        for c_o, c_t in zip(o.get("choices") or [], theirs.get("choices") or [], strict=False):
+            c_o["message"], c_o["finish_reason"] = c_t.get("message"), c_t.get("finish_reason")
+    else:
+        o = dict(ours)
+        for k in CORE:
+            o[k] = theirs.get(k)
+    o, t, _ = normalise(area, o, theirs, example)
     return not diff_paths(o, t)
 
 
