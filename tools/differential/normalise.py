@@ -208,6 +208,40 @@ def _open_header_at_end(ours: Json, theirs: Json, example: Json) -> tuple[Json, 
     return ours, theirs
 
 
+MISTRAL_BOT = "[TOOL_CALLS]"
+
+
+def _mistral_later_blocks(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README: Mistral (pre-v11 ``[TOOL_CALLS][...]``) calls after a later ``[TOOL_CALLS]`` are
+    calls too; vLLM reads only the first non-empty segment after a ``[TOOL_CALLS]`` and drops
+    the rest. Recognised exactly: the output holds two or more non-empty ``[TOOL_CALLS]``
+    segments, vLLM's calls are the first of ours, each extra call of ours is named in a later
+    segment, and vLLM's content is ours or the first segment's text (not a call)."""
+    text = example.get("output_text", "") if isinstance(example, dict) else ""
+    segments = [seg for seg in text.split(MISTRAL_BOT)[1:] if seg.strip()]
+    if len(segments) < 2:
+        return ours, theirs
+    later = MISTRAL_BOT.join(segments[1:])
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        calls_o, calls_t = _calls(mo), _calls(mt)
+        if len(calls_o) <= len(calls_t) or calls_o[:len(calls_t)] != calls_t:
+            continue
+        if any(f'"{name}"' not in later for name, _ in calls_o[len(calls_t):]):
+            continue
+        co, ct = (mo.get("content") or "").strip(), (mt.get("content") or "").strip()
+        if co != ct and not (not calls_t and ct == segments[0].strip()):
+            continue
+        for key in ("content", "tool_calls"):
+            if key in mt:
+                mo[key] = mt[key]
+            else:
+                mo.pop(key, None)
+        if "finish_reason" in t:
+            o["finish_reason"] = t["finish_reason"]
+    return ours, theirs
+
+
 NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("volatile", "not a difference: `created` is the clock, render's `request_id` is "
                "random on both sides", ("render", "derender batch", "derender stream"), _volatile),
@@ -234,6 +268,9 @@ NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("open_header_at_end", "Output is never lost: ... an unterminated header) is given "
                "back as content (vLLM drops it)", ("derender batch", "derender stream"),
                lambda o, t: (o, t), _open_header_at_end),
+    Normaliser("mistral_later_blocks", "Mistral: a call block after a later `[TOOL_CALLS]` is a "
+               "call too ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
+               _mistral_later_blocks),
     Normaliser("logprob_bytes", "Logprob `bytes` are each token's own raw bytes, ...",
                ("derender batch", "derender stream"), _logprob_bytes),
 )

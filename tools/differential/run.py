@@ -330,9 +330,12 @@ def derender_one(run: Run, i: int, out: dict[str, Any], pick: tuple[dict[str, An
     vllm_batch = bt if st == 200 else None
     for size, (so, bo), (st, bt) in streams:
         ex = dict(example, chunking="one token" if size == 1 else f"random seed {out['chunks_seed']}")
+        # vLLM's other answers to the same output: its batch, and for random chunks its
+        # one-token stream (its streaming parsers can depend on the chunking)
+        others = [vllm_batch] + ([vllm_stream] if size != 1 else [])
         deliberate = (bool(chat_req.get("stop")) and st == 400 and so == 200) or (
-            so == st == 200 and (calls_kept(bo, bt, finish)
-                                 or vllm_stream_disagrees(bo, bt, vllm_batch, ex)))
+            so == st == 200 and (calls_kept(bo, bt, finish) or any(
+                vllm_stream_disagrees(bo, bt, other, ex) for other in others)))
         records.append(("derender stream", ex, so, bo, st, bt, deliberate))
     return records
 
@@ -380,9 +383,9 @@ def vllm_stream_disagrees(ours: Any, theirs: Any, vllm_other: Any, example: Any,
                           area: str = "derender stream") -> bool:
     """README "Deliberate differences" (streaming equals batch by construction): vLLM's answer
     in this mode (``theirs``) says something else (text, reasoning, calls or finish reason) than
-    vLLM's answer in the other mode (``vllm_other``: its batch for a stream, its one-token stream
-    for a batch); ours says what vLLM's other mode says, apart from the README's other
-    differences (the normalisers); nothing else differs from ``theirs``."""
+    vLLM's answer in another mode (``vllm_other``: its batch or its one-token stream for a
+    stream, its one-token stream for a batch); ours says what vLLM's other mode says, apart
+    from the README's other differences (the normalisers); nothing else differs from ``theirs``."""
     if vllm_other is None:
         return False
     truth = _core(vllm_other)
