@@ -242,6 +242,62 @@ def _mistral_later_blocks(ours: Json, theirs: Json, example: Json) -> tuple[Json
     return ours, theirs
 
 
+HARMONY_STOP = "<|return|>"
+_HARMONY_MESSAGE = "<|message|>"
+_HARMONY_ENDS = ("<|end|>", "<|call|>", "<|return|>")
+
+
+def _harmony_lone_stop(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README: a gpt-oss output that is only its stop token ``<|return|>`` is an empty answer;
+    vLLM's harmony parser fails on the missing header and gives the stop token's text as content.
+    Recognised exactly: the output text is empty (only the end token), vLLM's content is
+    ``<|return|>`` and ours is empty."""
+    if not isinstance(example, dict) or example.get("output_text") != "" \
+            or len(example.get("token_ids") or []) != 1:
+        return ours, theirs
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        if mt.get("content") == HARMONY_STOP and not mo.get("content"):
+            mo["content"] = mt["content"]
+    return ours, theirs
+
+
+def _harmony_repeated_start(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README: a gpt-oss output that opens with ``<|start|>assistant`` again (the prompt already
+    ends with it) keeps its first message; vLLM's harmony parser rejects that header and drops
+    the whole first message (a call, reasoning or text). Recognised exactly: the output starts
+    with ``<|start|>``; taking the first message (its call, or its text from reasoning or
+    content) out of ours leaves vLLM's answer."""
+    text = example.get("output_text", "") if isinstance(example, dict) else ""
+    if not text.startswith("<|start|>") or _HARMONY_MESSAGE not in text:
+        return ours, theirs
+    header, body = text.split(_HARMONY_MESSAGE, 1)
+    first = min((body.find(e) for e in _HARMONY_ENDS if e in body), default=len(body))
+    msg_text = body[:first]
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        calls_o, calls_t = _calls(mo), _calls(mt)
+        same: dict[str, Any] = {}
+        if "to=" in header:
+            if calls_o[1:] != calls_t or not calls_o:
+                continue
+            same["tool_calls"] = True
+        else:
+            key = "reasoning" if "analysis" in header else "content"
+            got, want = mo.get(key) or "", mt.get(key) or ""
+            if got not in (msg_text + ("\n" + want if want else ""),) or calls_o != calls_t:
+                continue
+            same[key] = True
+        for key in same:
+            if key in mt:
+                mo[key] = mt[key]
+            else:
+                mo.pop(key, None)
+        if "finish_reason" in t:
+            o["finish_reason"] = t["finish_reason"]
+    return ours, theirs
+
+
 NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("volatile", "not a difference: `created` is the clock, render's `request_id` is "
                "random on both sides", ("render", "derender batch", "derender stream"), _volatile),
@@ -271,6 +327,12 @@ NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("mistral_later_blocks", "Mistral: a call block after a later `[TOOL_CALLS]` is a "
                "call too ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
                _mistral_later_blocks),
+    Normaliser("harmony_lone_stop", "gpt-oss: an output that is only `<|return|>` is an empty "
+               "answer ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
+               _harmony_lone_stop),
+    Normaliser("harmony_repeated_start", "gpt-oss: an output that opens with `<|start|>assistant` "
+               "again keeps its first message ...", ("derender batch", "derender stream"),
+               lambda o, t: (o, t), _harmony_repeated_start),
     Normaliser("logprob_bytes", "Logprob `bytes` are each token's own raw bytes, ...",
                ("derender batch", "derender stream"), _logprob_bytes),
 )
