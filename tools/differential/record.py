@@ -184,6 +184,21 @@ KIND_CASES: dict[str, list[tuple[str, str, str | None, str, dict[str, Any]]]] = 
         ("harmony_call_header_inside_analysis",
          "<|channel|>analysis<|message|>x<|start|>assistant<|channel|>commentary to=functions.add "
          '<|constrain|>json<|message|>{"a": 1}<|call|>', None, "stop", {"tools": _TOOL_ADD}),
+        ("harmony_lone_stop_token", "", "<|return|>", "stop", {}),
+        ("harmony_repeated_leading_start",
+         "<|start|>assistant<|channel|>commentary to=functions.add <|constrain|>json<|message|>"
+         '{"a": 1}<|call|><|start|>assistant<|channel|>commentary to=functions.add '
+         '<|constrain|>json<|message|>{"a": 2}<|call|>', None, "stop", {"tools": _TOOL_ADD}),
+    ],
+    "mistralai--Mistral-Nemo-Instruct-2407": [
+        ("mistral_second_tool_calls_block",
+         '[TOOL_CALLS][{"name": "add", "arguments": {"a": 1}}][TOOL_CALLS][{"name": "add", '
+         '"arguments": {"a": 2}}]', "</s>", "stop", {"tools": _TOOL_ADD}),
+        ("mistral_tool_calls_text_under_none", "[TOOL_CALLS]![INST]", None, "stop",
+         {"tools": _TOOL_ADD, "tool_choice": "none"}),
+    ],
+    "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B": [
+        ("r1_think_after_reasoning_text", " é<think> é<think>", "<｜end▁of▁sentence｜>", "stop", {}),
     ],
 }
 
