@@ -248,30 +248,33 @@ _HARMONY_ENDS = ("<|end|>", "<|call|>", "<|return|>")
 
 
 def _harmony_lone_stop(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
-    """README: a gpt-oss output that is only its stop token ``<|return|>`` is an empty answer;
-    vLLM's harmony parser fails on the missing header and gives the stop token's text as content.
-    Recognised exactly: the output text is empty (only the end token), vLLM's content is
-    ``<|return|>`` and ours is empty."""
-    if not isinstance(example, dict) or example.get("output_text") != "" \
-            or len(example.get("token_ids") or []) != 1:
+    """README: a gpt-oss output whose first header never completes (plain text, or nothing)
+    ending with the stop token ``<|return|>``: the text is content without the stop token; vLLM's
+    harmony parser fails on the header and recovers the raw output with the stop token's text.
+    Recognised exactly: the output text has no ``<|message|>``, it ended with the appended end
+    token (``finish: stop``), and vLLM's content is ours followed by ``<|return|>``."""
+    if not isinstance(example, dict) or _HARMONY_MESSAGE in example.get("output_text", "") \
+            or example.get("finish") != "stop":
         return ours, theirs
     for o, t in zip(_answers(ours), _answers(theirs), strict=False):
         mo, mt = _msg(o), _msg(t)
-        if mt.get("content") == HARMONY_STOP and not mo.get("content"):
+        if mt.get("content") == (mo.get("content") or "") + HARMONY_STOP:
             mo["content"] = mt["content"]
     return ours, theirs
 
 
 def _harmony_repeated_start(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
-    """README: a gpt-oss output that opens with ``<|start|>assistant`` again (the prompt already
-    ends with it) keeps its first message; vLLM's harmony parser rejects that header and drops
-    the whole first message (a call, reasoning or text). Recognised exactly: the output starts
-    with ``<|start|>``; taking the first message (its call, or its text from reasoning or
+    """README: a gpt-oss output whose first header holds ``<|start|>`` (``<|start|>assistant``
+    again, the prompt already ends with it, or text before it) keeps its first message; vLLM's
+    harmony parser rejects that header and drops the whole first message (a call, reasoning or
+    text). Recognised exactly: the first header holds ``<|start|>``; taking the first message (its call, or its text from reasoning or
     content) out of ours leaves vLLM's answer."""
     text = example.get("output_text", "") if isinstance(example, dict) else ""
-    if not text.startswith("<|start|>") or _HARMONY_MESSAGE not in text:
+    if _HARMONY_MESSAGE not in text:
         return ours, theirs
     header, body = text.split(_HARMONY_MESSAGE, 1)
+    if "<|start|>" not in header:
+        return ours, theirs
     first = min((body.find(e) for e in _HARMONY_ENDS if e in body), default=len(body))
     msg_text = body[:first]
     for o, t in zip(_answers(ours), _answers(theirs), strict=False):
@@ -327,11 +330,11 @@ NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("mistral_later_blocks", "Mistral: a call block after a later `[TOOL_CALLS]` is a "
                "call too ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
                _mistral_later_blocks),
-    Normaliser("harmony_lone_stop", "gpt-oss: an output that is only `<|return|>` is an empty "
-               "answer ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
+    Normaliser("harmony_lone_stop", "gpt-oss: an output whose first header never completes ... "
+               "is content without the stop token ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
                _harmony_lone_stop),
-    Normaliser("harmony_repeated_start", "gpt-oss: an output that opens with `<|start|>assistant` "
-               "again keeps its first message ...", ("derender batch", "derender stream"),
+    Normaliser("harmony_repeated_start", "gpt-oss: an output whose first header holds "
+               "`<|start|>` ... keeps its first message ...", ("derender batch", "derender stream"),
                lambda o, t: (o, t), _harmony_repeated_start),
     Normaliser("logprob_bytes", "Logprob `bytes` are each token's own raw bytes, ...",
                ("derender batch", "derender stream"), _logprob_bytes),
