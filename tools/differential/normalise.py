@@ -267,8 +267,8 @@ def _harmony_repeated_start(ours: Json, theirs: Json, example: Json) -> tuple[Js
     """README: a gpt-oss output whose first header holds ``<|start|>`` (``<|start|>assistant``
     again, the prompt already ends with it, or text before it) keeps its first message; vLLM's
     harmony parser rejects that header and drops the whole first message (a call, reasoning or
-    text). Recognised exactly: the first header holds ``<|start|>``; taking the first message (its call, or its text from reasoning or
-    content) out of ours leaves vLLM's answer."""
+    text). Recognised exactly: the first header holds ``<|start|>``; taking the first message
+    (its call, or its text from reasoning or content) out of ours leaves vLLM's answer."""
     text = example.get("output_text", "") if isinstance(example, dict) else ""
     if _HARMONY_MESSAGE not in text:
         return ours, theirs
@@ -331,8 +331,8 @@ NORMALISERS: tuple[Normaliser, ...] = (
                "call too ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
                _mistral_later_blocks),
     Normaliser("harmony_lone_stop", "gpt-oss: an output whose first header never completes ... "
-               "is content without the stop token ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
-               _harmony_lone_stop),
+               "is content without the stop token ...", ("derender batch", "derender stream"),
+               lambda o, t: (o, t), _harmony_lone_stop),
     Normaliser("harmony_repeated_start", "gpt-oss: an output whose first header holds "
                "`<|start|>` ... keeps its first message ...", ("derender batch", "derender stream"),
                lambda o, t: (o, t), _harmony_repeated_start),
