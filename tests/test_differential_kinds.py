@@ -247,3 +247,22 @@ def test_mistral_tool_calls_text_under_none():
     vllm_batch, vllm_stream = _vllm(case)
     assert vllm_batch["content"] == "[TOOL_CALLS]![INST]" and vllm_stream["content"] == ""
     assert ours_batch == ours_stream == vllm_batch
+
+
+def test_auto_with_strict_tool_and_response_format_allows_calls_or_the_output():
+    """vLLM 0.33 (``adjust_request`` with tools: ``OrFormat`` of the ``required`` calls tag and
+    the output format; measured by the differential harness on gpt-oss, seed 20261201): under
+    ``auto`` with a strict tool and a JSON ``response_format`` the engine may emit either."""
+    strict = [{"type": "function", "function": {**TOOLS[0]["function"], "strict": True}}]
+    base = {"messages": HI, "tools": strict}
+    flags = {"reasoning_parser": "openai_gptoss", "tool_call_parser": "openai",
+             "enable_auto_tool_choice": True, "system_start_date": "2026-01-01"}
+
+    def tag(body: dict) -> dict:
+        so = _render("openai--gpt-oss-20b", body, **flags)["sampling_params"]["structured_outputs"]
+        return json.loads(so["structural_tag"])["format"]
+
+    both = tag({**base, "tool_choice": "auto", "response_format": {"type": "json_object"}})
+    assert both["type"] == "or"
+    assert both["elements"][0] == tag({**base, "tool_choice": "required"})
+    assert both["elements"][1] == tag({"messages": HI, "response_format": {"type": "json_object"}})
