@@ -194,11 +194,13 @@ def _open_header_at_end(ours: Json, theirs: Json, example: Json) -> tuple[Json, 
     """README "Output is never lost" (an unterminated header is given back as content): a bare
     ``<tool_call>`` with only whitespace after it ends the output; ours ends its content with it,
     vLLM drops it. Recognised exactly: the output text's tail from its last ``<tool_call>`` is
-    that marker and whitespace, and our content without it equals vLLM's content (whitespace at
-    the cut aside)."""
+    that marker and whitespace (or the output was cut by ``length``), and our content without it
+    equals vLLM's content (whitespace at the cut aside)."""
     text = example.get("output_text", "") if isinstance(example, dict) else ""
     at = text.rfind(DRAFT_START)
-    if at < 0 or text[at:].strip() != DRAFT_START:
+    # a ``length`` cut ends the output anywhere: the marker may be the last whole token kept
+    cut = isinstance(example, dict) and example.get("finish") == "length"
+    if at < 0 or (text[at:].strip() != DRAFT_START and not cut):
         return ours, theirs
     for o, t in zip(_answers(ours), _answers(theirs), strict=False):
         mo, mt = _msg(o), _msg(t)
