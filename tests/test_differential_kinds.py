@@ -266,3 +266,13 @@ def test_auto_with_strict_tool_and_response_format_allows_calls_or_the_output():
     assert both["type"] == "or"
     assert both["elements"][0] == tag({**base, "tool_choice": "required"})
     assert both["elements"][1] == tag({"messages": HI, "response_format": {"type": "json_object"}})
+
+
+def test_mistral_keeps_special_token_text_inside_the_output():
+    """vLLM 0.33's Mistral parser sets ``skip_special_tokens=False`` for every chat request: a
+    ``</s>`` inside the output stays text (measured by the differential harness, seed 20261201:
+    output ``</s>\\n[INST]\\n`` + EOS → content ``"</s>\\n[INST]\\n"``); the final stop token is
+    still left out."""
+    msg = _derender(MISTRAL, "</s>\n[INST]\n", {"messages": HI}, tool_call_parser="mistral",
+                    enable_auto_tool_choice=True)
+    assert msg["content"] == "</s>\n[INST]\n"

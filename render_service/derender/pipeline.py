@@ -41,6 +41,14 @@ class Pipeline:
     fingerprint: str
     #: Keys that sign (first) and verify ``stream_state`` (:func:`state_keys`).
     state_keys: tuple[str, ...] = ()
+    #: Special tokens a chat parse keeps as text besides the parser's markers: all of them where
+    #: vLLM 0.33's parser sets ``skip_special_tokens=False`` for every request (Mistral's engine
+    #: adapter: a ``</s>`` inside the output stays text; measured by the differential harness).
+    text_special_ids: frozenset[int] = frozenset()
+
+    def kept_ids(self) -> frozenset[int] | None:
+        """The ids a chat parse keeps as text among the special ones (``None``: no parser)."""
+        return None if self.parser is None else self.parser.marker_token_ids | self.text_special_ids
 
     @property
     def cfg(self) -> str:
@@ -88,6 +96,8 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
         model_eos_ids=bundle.eos_token_ids,
         fingerprint=fingerprint,
         state_keys=state_keys(settings, fingerprint),
+        text_special_ids=frozenset(int(i) for i in tok.all_special_ids)
+        if settings.tool_call_parser == "mistral" else frozenset(),
     )
     _PIPELINES[key] = (bundle, settings, pipe)
     while len(_PIPELINES) > _MAX_CACHED:  # a server has one; tests load many bundles
@@ -145,7 +155,7 @@ def drop_stop_token(
 def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) -> tuple[str, str]:
     """Detokenize; returns (text exempt from stop strings (first ``min_tokens``), text to check)."""
     drop = detokenize.drop_set(
-        pipe.special_ids, pipe.parser.marker_token_ids if pipe.parser else None, st.skip
+        pipe.special_ids, pipe.kept_ids(), st.skip
     )
     state = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
     n_head = max(0, min(len(ids), st.min_tok - st.ntok))
