@@ -303,6 +303,23 @@ def _harmony_repeated_start(ours: Json, theirs: Json, example: Json) -> tuple[Js
     return ours, theirs
 
 
+def _malformed_block_kept(ours: Json, theirs: Json) -> tuple[Json, Json]:
+    """README "Output is never lost": a ``<tool_call>`` block that never becomes a call (no
+    ``<function=``/JSON body, no ``</tool_call>``) is given back as content; vLLM drops
+    everything from the ``<tool_call>`` on. Recognised exactly: the calls are equal and our
+    content is vLLM's followed by text that starts with ``<tool_call>`` and holds neither
+    ``<function=`` nor ``</tool_call>`` nor ``{``."""
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        co, ct = mo.get("content") or "", mt.get("content") or ""
+        if _calls(mo) != _calls(mt) or not co.startswith(ct.rstrip()):
+            continue
+        tail = co[len(ct.rstrip()):].lstrip()
+        if tail.startswith(DRAFT_START) and not any(x in tail for x in ("<function=", "</tool_call>", "{")):
+            mo["content"] = mt.get("content")
+    return ours, theirs
+
+
 NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("volatile", "not a difference: `created` is the clock, render's `request_id` is "
                "random on both sides", ("render", "derender batch", "derender stream"), _volatile),
@@ -338,6 +355,9 @@ NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("harmony_repeated_start", "gpt-oss: an output whose first header holds "
                "`<|start|>` ... keeps its first message ...", ("derender batch", "derender stream"),
                lambda o, t: (o, t), _harmony_repeated_start),
+    Normaliser("malformed_block_kept", "Output is never lost: a malformed tool-call block ... is "
+               "given back as content (vLLM drops it)", ("derender batch", "derender stream"),
+               _malformed_block_kept),
     Normaliser("logprob_bytes", "Logprob `bytes` are each token's own raw bytes, ...",
                ("derender batch", "derender stream"), _logprob_bytes),
 )
