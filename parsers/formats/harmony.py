@@ -22,9 +22,11 @@ separator — we use the batch form in both modes). A truncated message keeps it
 (truncated analysis → reasoning, truncated final → content). A header still open at the end
 of the stream (malformed tail) is returned as content, raw with its markers (vLLM recovers it
 as final content on ``HarmonyError``); a "header" longer than :data:`HEADER_LIMIT` is
-released as content at once, with everything after it. Text between ``<|end|>`` and ``<|start|>`` is dropped
-(the Harmony parser skips such tokens). Reasoning is "ended" from the start (vLLM's
-``GptOssReasoningParser.is_reasoning_end`` is always true).
+released as content at once, with everything after it. Inside a message, ``<|start|>``,
+``<|channel|>`` and ``<|message|>`` are text of that message (only ``<|end|>``, ``<|call|>``,
+``<|return|>`` end it: ``openai_harmony`` reads them so; vLLM 0.33 measured). Text between
+``<|end|>`` and ``<|start|>`` is dropped (the Harmony parser skips such tokens). Reasoning is
+"ended" from the start (vLLM's ``GptOssReasoningParser.is_reasoning_end`` is always true).
 
 One spec serves both names: with both parsers configured it runs once (reasoning phase) and
 its calls surface only when the tool phase is active (see ``Parser``).
@@ -100,7 +102,9 @@ SPEC = FormatSpec(
     transitions={
         ("H", "MESSAGE"): Transition("I", route=True),
         **{(m, e): Transition("W") for m in _MESSAGES for e in _ENDS},
-        **{(m, "START"): Transition("H", keep=True) for m in (*_MESSAGES, "W")},
+        # only between messages: inside a message ``<|start|>`` is text of that message, as
+        # ``openai_harmony.StreamableParser`` reads it (only END/CALL/RETURN end a message)
+        ("W", "START"): Transition("H", keep=True),
     },
     initial_mode="H",
     finish_release={"H": CONTENT},

@@ -118,7 +118,7 @@ def initial_state(
         ptoks=prompt_tokens,
         named=chat is not None and isinstance(chat.tool_choice, dict),
     )
-    drop = detokenize.drop_set(pipe.special_ids, parser.marker_token_ids if parser else None, st.skip)
+    drop = detokenize.drop_set(pipe.special_ids, pipe.kept_ids() if parser else None, st.skip)
     seed = detokenize.seed(pipe.detok, prompt_ids, drop)
     st.win, st.pre, st.rd = list(seed.window), seed.prefix, seed.read
     if parser is not None:

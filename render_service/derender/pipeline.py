@@ -48,6 +48,14 @@ class Pipeline:
     states: StateCache = field(default_factory=StateCache, compare=False, repr=False)
     #: The reasoning-token counting rule of the configured reasoning parser (Responses usage).
     counting: Counting = NONE
+    #: Special tokens a chat parse keeps as text besides the parser's markers: all of them where
+    #: vLLM 0.33's parser sets ``skip_special_tokens=False`` for every request (Mistral's engine
+    #: adapter: a ``</s>`` inside the output stays text; measured by the differential harness).
+    text_special_ids: frozenset[int] = frozenset()
+
+    def kept_ids(self) -> frozenset[int] | None:
+        """The ids a chat parse keeps as text among the special ones (``None``: no parser)."""
+        return None if self.parser is None else self.parser.marker_token_ids | self.text_special_ids
 
     @property
     def cfg(self) -> str:
@@ -101,6 +109,8 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
             frozenset(int(i) for i in tok.all_special_ids),
             lambda ids: decode(bundle, ids),
         ),
+        text_special_ids=frozenset(int(i) for i in tok.all_special_ids)
+        if settings.tool_call_parser == "mistral" else frozenset(),
     )
     _PIPELINES[key] = (bundle, settings, pipe)
     while len(_PIPELINES) > _MAX_CACHED:  # a server has one; tests load many bundles
@@ -158,7 +168,7 @@ def drop_stop_token(
 def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) -> tuple[str, str]:
     """Detokenize; returns (text exempt from stop strings (first ``min_tokens``), text to check)."""
     drop = detokenize.drop_set(
-        pipe.special_ids, pipe.parser.marker_token_ids if pipe.parser else None, st.skip
+        pipe.special_ids, pipe.kept_ids(), st.skip
     )
     state = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
     n_head = max(0, min(len(ids), st.min_tok - st.ntok))

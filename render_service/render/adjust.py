@@ -235,26 +235,53 @@ def _harmony_format(chosen: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     return _harmony_sequence({"type": "or", "elements": tags})
 
 
+def _json_schema_format(schema: Any) -> dict[str, Any]:
+    """xgrammar ``JSONSchemaFormat(json_schema=schema)`` as vLLM dumps it."""
+    return {"type": "json_schema", "json_schema": schema, "style": "json", "any_order": False,
+            "max_whitespace_cnt": None, "excludes": []}
+
+
+def output_format(so: dict[str, Any] | None) -> dict[str, Any] | None:
+    """vLLM 0.33 ``structured_outputs_to_format`` for the constraints reproduced here: a JSON
+    object or schema (``json_object`` / ``json``) and a structural tag's ``format``; ``None`` for
+    others (regex, choice, grammar) or no constraint."""
+    if not so:
+        return None
+    if so.get("json_object"):
+        return _json_schema_format({"type": "object"})
+    schema = so.get("json")
+    if schema is not None:
+        return _json_schema_format(json.loads(schema) if isinstance(schema, str) else schema)
+    if any(so.get(k) is not None for k in ("regex", "choice", "grammar")):
+        return None
+    tag = so.get("structural_tag")
+    if isinstance(tag, str):
+        fmt = json.loads(tag)
+        return fmt.get("format") if isinstance(fmt, dict) and "structures" not in fmt else None
+    return None
+
+
 def harmony_output_format(schema: Any) -> dict[str, Any]:
     """vLLM 0.33 ``_adjust_output_format`` for a JSON ``response_format`` on gpt-oss: the JSON
     goes in the final channel, after an optional analysis message (``schema``: the JSON schema,
     ``{"type": "object"}`` for ``json_object``). Returns the ``structured_outputs``."""
     final = {"type": "or", "elements": [
         {"type": "tag", "begin": _HARMONY_FINAL.format(constrain=constrain),
-         "content": {"type": "json_schema", "json_schema": schema, "style": "json",
-                     "any_order": False, "max_whitespace_cnt": None, "excludes": []},
-         "end": list(_HARMONY_END)}
+         "content": _json_schema_format(schema), "end": list(_HARMONY_END)}
         for constrain in _HARMONY_CONSTRAINS]}
     tag = {"type": "structural_tag", "format": _harmony_sequence(final, commentary=False)}
     return {**empty_structured_outputs(), "structural_tag": json.dumps(tag)}
 
 
 def _tool_tag(
-    parser: str, tools: list[dict[str, Any]], choice: Any, parallel: bool, has_output: bool
+    parser: str, tools: list[dict[str, Any]], choice: Any, parallel: bool, has_output: bool,
+    output: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """vLLM 0.33 ``_apply_structural_tag`` (no ``--tool-strict-level``): required / named
     always; ``auto`` when a tool is ``strict``, or when ``parallel_tool_calls`` is false (the
-    single call needs the envelope in the grammar) and no output format is asked for."""
+    single call needs the envelope in the grammar) and no output format is asked for. ``auto``
+    with a strict tool and an output format (``output``, :func:`output_format`): either the
+    calls as under ``required`` or the output (vLLM's ``OrFormat`` of the two)."""
     named = choice["function"]["name"] if isinstance(choice, dict) else None
     chosen = [t["function"] for t in tools if named is None or t["function"]["name"] == named]
     mode = "forced" if named is not None else choice
@@ -262,6 +289,11 @@ def _tool_tag(
         return None
     if mode == "auto" and (parallel or has_output) and not any(fn.get("strict") for fn in chosen):
         return None
+    if mode == "auto" and has_output and output is not None:
+        calls = _tool_tag(parser, tools, "required", parallel, False)
+        assert calls is not None
+        return {"type": "structural_tag", "format": {"type": "or", "elements": [
+            calls["format"], output]}}
     if parser in STRUCTURAL_TAG_PARSERS:
         fmt = _hermes_format(chosen, mode, parallel)
     elif parser == "openai":
@@ -299,6 +331,7 @@ def tool_structured_outputs(
     choice: Any,
     parallel_tool_calls: bool | None,
     has_output: bool = False,
+    output: dict[str, Any] | None = None,
 ) -> tuple[bool, dict[str, Any] | None]:
     """``(handled, structured_outputs)`` for a tool parser whose vLLM ``adjust_request`` is
     reproduced here: hermes-style parsers send a ``structural_tag`` (``required``: one or more
@@ -306,14 +339,15 @@ def tool_structured_outputs(
     triggered by ``<tool_call>``, strict tools' arguments held to their schema), Mistral a JSON
     array schema of ``{name, arguments}`` objects; ``llama3_json`` / ``qwen3_coder`` xgrammar's
     builtin ``llama`` / ``qwen_3_coder`` tags. ``has_output``: the request asks for an output
-    format (``response_format`` other than text, or ``structured_outputs``). ``handled`` is
-    ``False`` for other parsers."""
+    format (``response_format`` other than text, or ``structured_outputs``); ``output``: that
+    format as xgrammar's (:func:`output_format`), combined with ``auto`` + strict tool calls.
+    ``handled`` is ``False`` for other parsers."""
     tagged = STRUCTURAL_TAG_PARSERS | BUILTIN_TAG_PARSERS
     if not tools or tool_parser is None:
         return tool_parser in tagged | JSON_ARRAY_PARSERS, None
     parallel = parallel_tool_calls is not False
     if tool_parser in tagged:
-        tag = _tool_tag(tool_parser, tools, choice, parallel, has_output)
+        tag = _tool_tag(tool_parser, tools, choice, parallel, has_output, output)
         if tag is None:
             return True, None
         return True, {**empty_structured_outputs(), "structural_tag": json.dumps(tag)}

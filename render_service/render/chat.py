@@ -49,8 +49,12 @@ def _adjust_chat(
     markers, prompt logprobs for ``echo``."""
     update: dict[str, Any] = {}
     has_output = asks_structured_output(req.response_format, req.structured_outputs)
+    output = None
+    if has_output and tools:  # the output constraint as xgrammar's format (auto + strict tools)
+        output = adjust.output_format(
+            _harmony_output(req) if harmony.uses_harmony(bundle.config) else sampling.structured_outputs(req))
     handled, constraint = adjust.tool_structured_outputs(
-        settings.tool_call_parser, tools, choice, req.parallel_tool_calls, has_output
+        settings.tool_call_parser, tools, choice, req.parallel_tool_calls, has_output, output
     )
     forced = tool_choice.forced_schema(choice, tools, req.parallel_tool_calls)
     if constraint is None and has_output and harmony.uses_harmony(bundle.config):

@@ -22,6 +22,9 @@ class Normaliser:
     readme: str  # the README line (section "Deliberate differences from vLLM 0.33") or reason
     areas: tuple[str, ...]
     apply: Callable[[Json, Json], tuple[Json, Json]]
+    #: the case's input (``example`` of ``run.Run.record``: output text, chat request), for
+    #: normalisers that must check the input to recognise their kind
+    apply_with_input: Callable[[Json, Json, Json], tuple[Json, Json]] | None = None
 
 
 def _walk(value: Json, fn: Callable[[dict[str, Any]], None]) -> None:
@@ -97,6 +100,226 @@ def _logprob_bytes(ours: Json, theirs: Json) -> tuple[Json, Json]:
     return ours, theirs
 
 
+def _answers(side: Json) -> list[dict[str, Any]]:
+    """The message-like dicts of a side: ``choices[].message`` of a batch answer, or the whole
+    aggregated stream (``{"reasoning", "content", "tool_calls", "finish_reason", ...}``)."""
+    if isinstance(side, dict) and isinstance(side.get("choices"), list):
+        return [c for c in side["choices"] if isinstance(c, dict)]
+    return [side] if isinstance(side, dict) and "reasoning" in side else []
+
+
+def _msg(choice: dict[str, Any]) -> dict[str, Any]:
+    m = choice.get("message")
+    return m if isinstance(m, dict) else choice
+
+
+def _calls(m: dict[str, Any]) -> list[tuple[Any, Any]]:
+    return [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+            for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+
+
+DRAFT_START = "<tool_call>"
+
+
+def _hidden_reasoning(example: Json) -> bool:
+    req = (example or {}).get("chat_request") if isinstance(example, dict) else None
+    return isinstance(req, dict) and req.get("include_reasoning") is False
+
+
+def _draft_call_in_reasoning(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README: a tool call written inside reasoning that reasoning goes on after (more reasoning
+    text, ``</think>``) is a draft and stays reasoning (bug case BR25); vLLM's qwen3 grammar ends
+    reasoning at the first ``<tool_call>`` whatever follows. Recognised exactly: vLLM's reasoning
+    is a prefix of ours and ours goes on with ``<tool_call>`` right there; vLLM moved text from
+    that point out of reasoning (calls or content); our calls are among vLLM's (the calls after
+    ``</think>``) and our content, if any, is part of vLLM's content. Then the reasoning,
+    content, tool calls and finish reason of both sides are taken as equal. With
+    ``include_reasoning: false`` (no reasoning on either side) the output text must hold a
+    ``<tool_call>`` with no ``</think>`` before it instead of the prefix check."""
+    text = example.get("output_text", "") if isinstance(example, dict) else ""
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        ro, rt = mo.get("reasoning") or "", mt.get("reasoning") or ""
+        if not ro and not rt and _hidden_reasoning(example):
+            first = text.find(DRAFT_START)
+            if first < 0 or "</think>" in text[:first]:
+                continue
+        elif not (ro.startswith(rt) and ro[len(rt):].startswith(DRAFT_START)):
+            continue
+        co, ct = mo.get("content") or "", mt.get("content") or ""
+        calls_o, calls_t = _calls(mo), _calls(mt)
+        if not (calls_t or DRAFT_START in ct):
+            continue
+        if any(c not in calls_t for c in calls_o) or (len(calls_o) >= max(1, len(calls_t)) \
+                and DRAFT_START not in ct):
+            continue
+        # a bare ``<tool_call>`` left open at the end: vLLM's stream holds it back and drops it
+        if co.strip() and co.strip() not in ct and not (co.strip() == DRAFT_START and not ct):
+            continue
+        for key in ("reasoning", "content", "tool_calls"):
+            if key in mt:
+                mo[key] = mt[key]
+            else:
+                mo.pop(key, None)
+        if "finish_reason" in t:
+            o["finish_reason"] = t["finish_reason"]
+    return ours, theirs
+
+
+def _structured_output_undecided(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README: with ``response_format`` / ``structured_outputs`` and an output without
+    ``</think>``, a think-style reasoning parser starts undecided, so text before a tool-call
+    start or the end is content (vLLM: reasoning). Recognised exactly: the request asks for a
+    JSON/structured output, the output text has no ``</think>``, our reasoning is empty, and our
+    content is vLLM's reasoning followed by vLLM's content; the calls are compared as they are."""
+    req = example.get("chat_request") if isinstance(example, dict) else None
+    if not isinstance(req, dict) or "</think>" in example.get("output_text", "") or not (
+            (req.get("response_format") or {}).get("type") in ("json_object", "json_schema")
+            or req.get("structured_outputs")):
+        return ours, theirs
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        rt, ct = mt.get("reasoning") or "", mt.get("content") or ""
+        if mo.get("reasoning") or not rt or (mo.get("content") or "") != rt + ct:
+            continue
+        for key in ("reasoning", "content"):
+            if key in mt:
+                mo[key] = mt[key]
+            else:
+                mo.pop(key, None)
+    return ours, theirs
+
+
+def _open_header_at_end(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README "Output is never lost" (an unterminated header is given back as content): a bare
+    ``<tool_call>`` with only whitespace after it ends the output; ours ends its content with it,
+    vLLM drops it. Recognised exactly: the output text's tail from its last ``<tool_call>`` is
+    that marker and whitespace (or the output was cut by ``length``), and our content without it
+    equals vLLM's content (whitespace at the cut aside)."""
+    text = example.get("output_text", "") if isinstance(example, dict) else ""
+    at = text.rfind(DRAFT_START)
+    # a ``length`` cut ends the output anywhere: the marker may be the last whole token kept
+    cut = isinstance(example, dict) and example.get("finish") == "length"
+    if at < 0 or (text[at:].strip() != DRAFT_START and not cut):
+        return ours, theirs
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        co, ct = (mo.get("content") or "").rstrip(), mt.get("content") or ""
+        if co.endswith(DRAFT_START) and co[: -len(DRAFT_START)].strip() == ct.strip():
+            mo["content"] = mt.get("content")
+    return ours, theirs
+
+
+MISTRAL_BOT = "[TOOL_CALLS]"
+
+
+def _mistral_later_blocks(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README: Mistral (pre-v11 ``[TOOL_CALLS][...]``) calls after a later ``[TOOL_CALLS]`` are
+    calls too; vLLM reads only the first non-empty segment after a ``[TOOL_CALLS]`` and drops
+    the rest. Recognised exactly: the output holds two or more non-empty ``[TOOL_CALLS]``
+    segments, vLLM's calls are the first of ours, each extra call of ours is named in a later
+    segment, and vLLM's content is ours or the first segment's text (not a call)."""
+    text = example.get("output_text", "") if isinstance(example, dict) else ""
+    segments = [seg for seg in text.split(MISTRAL_BOT)[1:] if seg.strip()]
+    if len(segments) < 2:
+        return ours, theirs
+    later = MISTRAL_BOT.join(segments[1:])
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        calls_o, calls_t = _calls(mo), _calls(mt)
+        if len(calls_o) <= len(calls_t) or calls_o[:len(calls_t)] != calls_t:
+            continue
+        if any(f'"{name}"' not in later for name, _ in calls_o[len(calls_t):]):
+            continue
+        co, ct = (mo.get("content") or "").strip(), (mt.get("content") or "").strip()
+        if co != ct and not (not calls_t and ct == segments[0].strip()):
+            continue
+        for key in ("content", "tool_calls"):
+            if key in mt:
+                mo[key] = mt[key]
+            else:
+                mo.pop(key, None)
+        if "finish_reason" in t:
+            o["finish_reason"] = t["finish_reason"]
+    return ours, theirs
+
+
+HARMONY_STOP = "<|return|>"
+_HARMONY_MESSAGE = "<|message|>"
+_HARMONY_ENDS = ("<|end|>", "<|call|>", "<|return|>")
+
+
+def _harmony_lone_stop(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README: a gpt-oss output whose first header never completes (plain text, or nothing)
+    ending with the stop token ``<|return|>``: the text is content without the stop token; vLLM's
+    harmony parser fails on the header and recovers the raw output with the stop token's text.
+    Recognised exactly: the output text has no ``<|message|>``, it ended with the appended end
+    token (``finish: stop``), and vLLM's content is ours followed by ``<|return|>``."""
+    if not isinstance(example, dict) or _HARMONY_MESSAGE in example.get("output_text", "") \
+            or example.get("finish") != "stop":
+        return ours, theirs
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        if mt.get("content") == (mo.get("content") or "") + HARMONY_STOP:
+            mo["content"] = mt["content"]
+    return ours, theirs
+
+
+def _harmony_repeated_start(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README: a gpt-oss output whose first header holds ``<|start|>`` (``<|start|>assistant``
+    again, the prompt already ends with it, or text before it) keeps its first message; vLLM's
+    harmony parser rejects that header and drops the whole first message (a call, reasoning or
+    text). Recognised exactly: the first header holds ``<|start|>``; taking the first message
+    (its call, or its text from reasoning or content) out of ours leaves vLLM's answer."""
+    text = example.get("output_text", "") if isinstance(example, dict) else ""
+    if _HARMONY_MESSAGE not in text:
+        return ours, theirs
+    header, body = text.split(_HARMONY_MESSAGE, 1)
+    if "<|start|>" not in header:
+        return ours, theirs
+    first = min((body.find(e) for e in _HARMONY_ENDS if e in body), default=len(body))
+    msg_text = body[:first]
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        calls_o, calls_t = _calls(mo), _calls(mt)
+        same: dict[str, Any] = {}
+        if "to=" in header:
+            if calls_o[1:] != calls_t or not calls_o:
+                continue
+            same["tool_calls"] = True
+        else:
+            key = "reasoning" if "analysis" in header else "content"
+            got, want = mo.get(key) or "", mt.get(key) or ""
+            if got not in (msg_text + ("\n" + want if want else ""),) or calls_o != calls_t:
+                continue
+            same[key] = True
+        for key in same:
+            if key in mt:
+                mo[key] = mt[key]
+            else:
+                mo.pop(key, None)
+        if "finish_reason" in t:
+            o["finish_reason"] = t["finish_reason"]
+    return ours, theirs
+
+
+def _malformed_block_kept(ours: Json, theirs: Json) -> tuple[Json, Json]:
+    """README "Output is never lost": a ``<tool_call>`` block that never becomes a call (no
+    ``<function=``/JSON body, no ``</tool_call>``) is given back as content; vLLM drops
+    everything from the ``<tool_call>`` on. Recognised exactly: the calls are equal and our
+    content is vLLM's followed by text that starts with ``<tool_call>`` and holds neither
+    ``<function=`` nor ``</tool_call>`` nor ``{``."""
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        co, ct = mo.get("content") or "", mt.get("content") or ""
+        if _calls(mo) != _calls(mt) or not co.startswith(ct.rstrip()):
+            continue
+        tail = co[len(ct.rstrip()):].lstrip()
+        if tail.startswith(DRAFT_START) and not any(x in tail for x in ("<function=", "</tool_call>", "{")):
+            mo["content"] = mt.get("content")
+    return ours, theirs
+
+
 NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("volatile", "not a difference: `created` is the clock, render's `request_id` is "
                "random on both sides", ("render", "derender batch", "derender stream"), _volatile),
@@ -112,6 +335,29 @@ NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("calls_kept", "Because a stream cannot take back what it sent ... a tool call whose "
                "name was already emitted stays a call (run.calls_kept: vLLM's batch gives the whole "
                "output back as content)", (), lambda o, t: (o, t)),
+    Normaliser("draft_call_in_reasoning", "A tool call drafted inside reasoning (more reasoning "
+               "text or `</think>` after it) stays reasoning (bug case BR25) ...",
+               ("derender batch", "derender stream"), lambda o, t: (o, t),
+               _draft_call_in_reasoning),
+    Normaliser("structured_output_undecided", "With `response_format` / `structured_outputs` a "
+               "think-style reasoning parser starts undecided: an answer with no reasoning markers "
+               "is content ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
+               _structured_output_undecided),
+    Normaliser("open_header_at_end", "Output is never lost: ... an unterminated header) is given "
+               "back as content (vLLM drops it)", ("derender batch", "derender stream"),
+               lambda o, t: (o, t), _open_header_at_end),
+    Normaliser("mistral_later_blocks", "Mistral: a call block after a later `[TOOL_CALLS]` is a "
+               "call too ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
+               _mistral_later_blocks),
+    Normaliser("harmony_lone_stop", "gpt-oss: an output whose first header never completes ... "
+               "is content without the stop token ...", ("derender batch", "derender stream"),
+               lambda o, t: (o, t), _harmony_lone_stop),
+    Normaliser("harmony_repeated_start", "gpt-oss: an output whose first header holds "
+               "`<|start|>` ... keeps its first message ...", ("derender batch", "derender stream"),
+               lambda o, t: (o, t), _harmony_repeated_start),
+    Normaliser("malformed_block_kept", "Output is never lost: a malformed tool-call block ... is "
+               "given back as content (vLLM drops it)", ("derender batch", "derender stream"),
+               _malformed_block_kept),
     Normaliser("logprob_bytes", "Logprob `bytes` are each token's own raw bytes, ...",
                ("derender batch", "derender stream"), _logprob_bytes),
 )
@@ -121,9 +367,10 @@ STREAM_STOP_README = ("Stop strings work in streaming derender (vLLM refuses the
                       "are not sent to the engine.")
 
 
-def normalise(area: str, ours: Json, theirs: Json) -> tuple[Json, Json, list[str]]:
-    """Apply every normaliser of ``area``; returns the values and the names that changed
-    something."""
+def normalise(area: str, ours: Json, theirs: Json,
+              example: Json = None) -> tuple[Json, Json, list[str]]:
+    """Apply every normaliser of ``area`` (``example``: the case's input, for the normalisers
+    that check it); returns the values and the names that changed something."""
     import copy
 
     ours, theirs = copy.deepcopy(ours), copy.deepcopy(theirs)
@@ -133,6 +380,8 @@ def normalise(area: str, ours: Json, theirs: Json) -> tuple[Json, Json, list[str
             continue
         before = len(diff_paths(ours, theirs))
         ours, theirs = n.apply(ours, theirs)
+        if n.apply_with_input is not None:
+            ours, theirs = n.apply_with_input(ours, theirs, example)
         # used = it removed a real difference (not merely touched a field equal on both sides)
         if n.name != "volatile" and len(diff_paths(ours, theirs)) < before:
             used.append(n.name)

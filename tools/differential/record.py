@@ -1,10 +1,12 @@
 """Record vLLM 0.33's answers to the derender cases the harness found, as goldens for our tests.
 
-    python -m tools.differential.record [--vllm ~/vllm/bin/vllm] [--port 8141]
+    python -m tools.differential.record [--vllm ~/vllm/bin/vllm] [--port 8141] [--kinds]
 
 Starts ``vllm launch render`` on the Qwen3 folder with the README's flags, sends each case of
 :func:`cases` and writes ``tests/data/vllm_derender_golden.json`` (body, status, answer). The
-tests (``tests/test_derender_vllm_golden.py``) then need no vLLM.
+tests (``tests/test_derender_vllm_golden.py``) then need no vLLM. With ``--kinds`` it records the
+parser kinds of :data:`KIND_CASES` on their own model folders instead (batch answer and one-token
+stream, ``tests/data/vllm_derender_kinds.json``, read by ``tests/test_differential_kinds.py``).
 """
 
 from __future__ import annotations
@@ -143,6 +145,115 @@ def _newcomer_cases(tok: Any, chat: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+KINDS_OUT = OUT.parent / "vllm_derender_kinds.json"
+_TOOL_A = [{"type": "function", "function": {"name": "A", "parameters": {"type": "object"}}}]
+_TOOL_ADD = [{"type": "function", "function": {"name": "add", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}}}}}]
+
+#: The parser kinds the harness found (issue 8), per model folder: ``(name, output text, end
+#: token or None, finish_reason, chat request fields)``. The tests say which are deliberate.
+KIND_CASES: dict[str, list[tuple[str, str, str | None, str, dict[str, Any]]]] = {
+    "Qwen--Qwen3-0.6B": [
+        ("qwen3_draft_call_before_think_end",  # bug case BR25
+         '<think>\nlet me call tool A\n<tool_call>{"name": "A", "arguments": {}}</tool_call>\n'
+         'then analyse\n</think>\n<tool_call>{"name": "A", "arguments": {}}</tool_call>',
+         "<|im_end|>", "stop", {"tools": _TOOL_A}),
+        ("qwen3_draft_call_reasoning_goes_on",
+         'plan <tool_call>\n{"name": "A", "arguments": {}}\n</tool_call> more thought',
+         "<|im_end|>", "stop", {"tools": _TOOL_A}),
+        ("qwen3_call_ends_unterminated_reasoning",
+         'plan <tool_call>\n{"name": "A", "arguments": {}}\n</tool_call>\n',
+         "<|im_end|>", "stop", {"tools": _TOOL_A}),
+    ],
+    "Qwen--Qwen3-Coder-30B-A3B-Instruct": [
+        ("coder_text_after_call", "x<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n"
+         "</function>\n</tool_call>y", "<|im_end|>", "stop", {"tools": _TOOL_ADD}),
+        ("coder_stray_function_after_call_without_tools",
+         "x<tool_call>\n<function=get_weather>\n</function>\n</tool_call>y<function=add>",
+         "<|im_end|>", "stop", {}),
+        ("coder_stray_parameter_after_call_tool_choice_none",
+         "x<tool_call>\n<function=add>\n</function>\n</tool_call><parameter=a>z", "<|im_end|>",
+         "stop", {"tools": _TOOL_ADD, "tool_choice": "none"}),
+    ],
+    "openai--gpt-oss-20b": [
+        ("harmony_length_cut_after_start", "<|channel|>analysis<|message|> 42<|start|>", None,
+         "length", {}),
+        ("harmony_length_cut_inside_next_header",
+         "<|channel|>analysis<|message|> 42<|start|>assistant<|channel|>final<|message|> {", None,
+         "length", {}),
+        ("harmony_call_header_inside_analysis",
+         "<|channel|>analysis<|message|>x<|start|>assistant<|channel|>commentary to=functions.add "
+         '<|constrain|>json<|message|>{"a": 1}<|call|>', None, "stop", {"tools": _TOOL_ADD}),
+        ("harmony_lone_stop_token", "", "<|return|>", "stop", {}),
+        ("harmony_repeated_leading_start",
+         "<|start|>assistant<|channel|>commentary to=functions.add <|constrain|>json<|message|>"
+         '{"a": 1}<|call|><|start|>assistant<|channel|>commentary to=functions.add '
+         '<|constrain|>json<|message|>{"a": 2}<|call|>', None, "stop", {"tools": _TOOL_ADD}),
+    ],
+    "mistralai--Mistral-Nemo-Instruct-2407": [
+        ("mistral_second_tool_calls_block",
+         '[TOOL_CALLS][{"name": "add", "arguments": {"a": 1}}][TOOL_CALLS][{"name": "add", '
+         '"arguments": {"a": 2}}]', "</s>", "stop", {"tools": _TOOL_ADD}),
+        ("mistral_tool_calls_text_under_none", "[TOOL_CALLS]![INST]", None, "stop",
+         {"tools": _TOOL_ADD, "tool_choice": "none"}),
+    ],
+    "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B": [
+        ("r1_think_after_reasoning_text", " é<think> é<think>", "<｜end▁of▁sentence｜>", "stop", {}),
+    ],
+}
+
+
+def _stream_one_token(url: str, base: dict[str, Any], ids: list[int], finish: str) -> Any:
+    """vLLM's one-token stream of ``ids``, its chunks joined (``run.aggregate``)."""
+    from .run import aggregate
+
+    chunks, state = [], None
+    for n, t in enumerate(ids):
+        body: dict[str, Any] = {**base, "stream": True, "generate_chunk": {"request_id": "k", "choices": [
+            {"index": 0, "token_ids": [t], "finish_reason": finish if n == len(ids) - 1 else None}]}}
+        if state is not None:
+            body["stream_state"] = state
+        r = httpx.post(url + "/v1/chat/completions/derender", json=body, timeout=60).json()
+        chunks.append(r["chunk"])
+        state = r["stream_state"]
+    return aggregate(chunks, chat=True)
+
+
+def record_kinds(args: argparse.Namespace) -> None:
+    """Start vLLM per folder of :data:`KIND_CASES` (one at a time) and write each case's batch
+    answer and one-token stream to ``tests/data/vllm_derender_kinds.json``."""
+    from transformers import AutoTokenizer
+
+    records = []
+    for model, kinds in KIND_CASES.items():
+        folder = args.models_dir / model
+        tok = AutoTokenizer.from_pretrained(str(folder))
+        env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_TARGET_DEVICE="cpu")
+        proc = subprocess.Popen([args.vllm, "launch", "render", str(folder), "--port", str(args.port),
+                                 *MODEL_FLAGS[model]], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{args.port}"
+        try:
+            wait_ready(url, proc, 300)
+            for name, text, end, finish, fields in kinds:
+                ids = tok.encode(text, add_special_tokens=False)
+                if end is not None:
+                    ids.append(tok.convert_tokens_to_ids(end))
+                base = {"chat_request": {"messages": [{"role": "user", "content": "hi"}], **fields},
+                        "prompt_token_ids": [1]}
+                body = {**base, "generate_response": {"request_id": "k", "choices": [
+                    {"index": 0, "token_ids": ids, "finish_reason": finish}]}}
+                r = httpx.post(url + "/v1/chat/completions/derender", json=body, timeout=60)
+                records.append({"name": name, "model": model, "flags": MODEL_FLAGS[model],
+                                "output_text": text, "body": body, "status": r.status_code,
+                                "response": r.json(),
+                                "stream": _stream_one_token(url, base, ids, finish)})
+        finally:
+            _stop(proc)
+    KINDS_OUT.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {len(records)} cases to {KINDS_OUT}")
+
+
 def main() -> None:
     from transformers import AutoTokenizer
 
@@ -150,7 +261,12 @@ def main() -> None:
     p.add_argument("--vllm", default=os.environ.get("VLLM_BIN", os.path.expanduser("~/vllm/bin/vllm")))
     p.add_argument("--models-dir", type=Path, default=Path("../shared/models"))
     p.add_argument("--port", type=int, default=8141)
+    p.add_argument("--kinds", action="store_true", help="record the parser kinds of KIND_CASES "
+                   "(tests/data/vllm_derender_kinds.json) instead of the Qwen3 derender cases")
     args = p.parse_args()
+    if args.kinds:
+        record_kinds(args)
+        return
     folder = args.models_dir / MODEL
     tok = AutoTokenizer.from_pretrained(str(folder))
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_TARGET_DEVICE="cpu")

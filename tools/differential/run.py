@@ -88,7 +88,7 @@ class Run:
             t.identical += 1  # both refuse: error messages are worded differently by design
             return True
         else:
-            o, th, used = normalise(area, bo, bt)
+            o, th, used = normalise(area, bo, bt, example)
             paths = diff_paths(o, th)
             if not paths:
                 if used or adjusted:
@@ -316,14 +316,26 @@ def derender_one(run: Run, i: int, out: dict[str, Any], pick: tuple[dict[str, An
     st, bt = run.post(vllm_url, path, body)
     example = {"path": path, "output_text": out["text"], "token_ids": ids, "finish": finish,
                key: chat_req if not completion else creq}
-    records.append(("derender batch", example, so, bo, st, bt,
-                    so == st == 200 and calls_kept(bo, bt, finish)))
+    batch = (so, bo, st, bt)
+    streams = []
     for size in (1, None):
-        so, bo = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], True)
-        st, bt = stream(run, path, base, key, rid, ids, finish, lps, size, out["chunks_seed"], False)
+        streams.append((size, stream(run, path, base, key, rid, ids, finish, lps, size,
+                                     out["chunks_seed"], True),
+                        stream(run, path, base, key, rid, ids, finish, lps, size,
+                               out["chunks_seed"], False)))
+    vllm_stream = streams[0][2][1] if streams[0][2][0] == 200 else None
+    records.append(("derender batch", example, *batch, so == st == 200 and (
+        calls_kept(bo, bt, finish) or vllm_stream_disagrees(bo, bt, vllm_stream, example,
+                                                            "derender batch"))))
+    vllm_batch = bt if st == 200 else None
+    for size, (so, bo), (st, bt) in streams:
         ex = dict(example, chunking="one token" if size == 1 else f"random seed {out['chunks_seed']}")
+        # vLLM's other answers to the same output: its batch, and for random chunks its
+        # one-token stream (its streaming parsers can depend on the chunking)
+        others = [vllm_batch] + ([vllm_stream] if size != 1 else [])
         deliberate = (bool(chat_req.get("stop")) and st == 400 and so == 200) or (
-            so == st == 200 and calls_kept(bo, bt, finish))
+            so == st == 200 and (calls_kept(bo, bt, finish) or any(
+                vllm_stream_disagrees(bo, bt, other, ex) for other in others)))
         records.append(("derender stream", ex, so, bo, st, bt, deliberate))
     return records
 
@@ -346,6 +358,52 @@ def calls_kept(ours: Any, theirs: Any, finish: str = "stop") -> bool:
     content = t.get("content")
     return bool(names) and not t.get("tool_calls") and isinstance(content, str) \
         and all(isinstance(n, str) and n in content for n in names)
+
+
+CORE = ("content", "reasoning", "tool_calls", "finish_reason")
+
+
+def _core(answer: Any) -> dict[str, Any]:
+    """What a client reads of one answer, batch or aggregated stream, in the aggregated stream's
+    shape: text, reasoning (``None`` and ``""`` alike), calls (name, arguments), finish reason."""
+    if isinstance(answer, dict) and isinstance(answer.get("choices"), list) and answer["choices"]:
+        choice = answer["choices"][0]
+        m = choice.get("message") or {"content": choice.get("text")}
+        answer = {**m, "finish_reason": choice.get("finish_reason")}
+    if not isinstance(answer, dict):
+        return {}
+    calls = [{"function": {"name": (c.get("function") or {}).get("name"),
+                           "arguments": (c.get("function") or {}).get("arguments")}}
+             for c in answer.get("tool_calls") or []]
+    return {"content": answer.get("content") or "", "reasoning": answer.get("reasoning") or "",
+            "tool_calls": calls, "finish_reason": answer.get("finish_reason")}
+
+
+def vllm_stream_disagrees(ours: Any, theirs: Any, vllm_other: Any, example: Any,
+                          area: str = "derender stream") -> bool:
+    """README "Deliberate differences" (streaming equals batch by construction): vLLM's answer
+    in this mode (``theirs``) says something else (text, reasoning, calls or finish reason) than
+    vLLM's answer in another mode (``vllm_other``: its batch or its one-token stream for a
+    stream, its one-token stream for a batch); ours says what vLLM's other mode says, apart
+    from the README's other differences (the normalisers); nothing else differs from ``theirs``."""
+    if vllm_other is None:
+        return False
+    truth = _core(vllm_other)
+    if _core(theirs) == truth:
+        return False
+    o, t, _ = normalise("derender stream", _core(ours), truth, example)
+    if diff_paths(o, t):
+        return False
+    if area == "derender batch":
+        o = json.loads(json.dumps(ours))
+        for c_o, c_t in zip(o.get("choices") or [], theirs.get("choices") or [], strict=False):
+            c_o["message"], c_o["finish_reason"] = c_t.get("message"), c_t.get("finish_reason")
+    else:
+        o = dict(ours)
+        for k in CORE:
+            o[k] = theirs.get(k)
+    o, t, _ = normalise(area, o, theirs, example)
+    return not diff_paths(o, t)
 
 
 def report(runs: list[Run], out: Path | None) -> str:
