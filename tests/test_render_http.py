@@ -124,6 +124,8 @@ def test_request_id_defaults_to_uuid(serve):
     for answer in answers:
         assert answer.json()["request_id"] == "chatcmpl-" + answer.headers["x-request-id"]
     assert answers[1].json()["request_id"] != out["request_id"]
+    resp = client.post("/v1/responses/render", json={"input": "Hi"})  # vLLM's default: resp_<id>
+    assert resp.json()["request_id"] == "resp_" + resp.headers["x-request-id"]
     assert (
         out["stream"] is False
         and out["stream_options"] is None

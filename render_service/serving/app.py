@@ -180,7 +180,9 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
                     request.state.request_id_from_client or not body.get("request_id")):
                 # upstream: X-Request-Id, else the body's request_id, else a fresh id is the base
                 # id; the fresh one is the X-Request-Id we answer with, so header and body agree
-                body["request_id"] = request.state.request_id
+                # (a Responses id is ``resp_<id>`` as vLLM's default, chat/completions prefix theirs)
+                fresh = not request.state.request_id_from_client and path == "/v1/responses/render"
+                body["request_id"] = ("resp_" if fresh else "") + request.state.request_id
             if not rendering and is_small_stream_chunk(body):  # ~50 µs: cheaper than a thread hop
                 result, tokens = call_counting(handler, request.app.state.bundle, settings, body, False)
             else:
