@@ -276,3 +276,19 @@ def test_later_chunks_inline_and_errors_over_http(service):
     assert ok.status_code == 200 and isinstance(ok.json()["stream_state"], str)
     bad = service.post("/v1/chat/completions/derender", json={**later, "stream_state": state[:-3] + "xyz"})
     assert bad.status_code == 400 and "stream_state" in bad.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("extra", "reasoning"), [
+    ({"reasoning_effort": "none"}, None),
+    ({"reasoning_effort": "none", "chat_template_kwargs": {"enable_thinking": True}}, "Just an answer."),
+])
+def test_reasoning_effort_none_without_prompt_ids_is_content(service, extra, reasoning):
+    """`reasoning_effort: "none"` switches thinking off at derender as at render (vLLM 0.33 builds
+    its parser with the same kwargs as the template), so without `prompt_token_ids` the answer is
+    content, not reasoning (newcomer finding); the request's own `enable_thinking` still wins."""
+    ids = service.post("/tokenize", json={"prompt": "Just an answer.<|im_end|>"}).json()["tokens"]
+    chat = {"messages": [{"role": "user", "content": "hi"}], **extra}
+    gen = {"request_id": "x", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
+    msg = service.post("/v1/chat/completions/derender",
+                       json={"chat_request": chat, "generate_response": gen}).json()["choices"][0]["message"]
+    assert (msg["content"], msg.get("reasoning")) == (None if reasoning else "Just an answer.", reasoning)

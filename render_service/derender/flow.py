@@ -69,6 +69,10 @@ def parse_context(chat: ChatRequestFields, settings: Settings) -> Any:
     kwargs = {**settings.default_chat_template_kwargs, **(chat.chat_template_kwargs or {})}
     if chat.reasoning_effort is not None:
         kwargs.setdefault("reasoning_effort", chat.reasoning_effort)
+        # as render (vLLM 0.33 ``build_chat_params``, whose kwargs the parser is built with): an
+        # effort switches ``enable_thinking`` unless the request's own kwargs set it
+        if "enable_thinking" not in (chat.chat_template_kwargs or {}):
+            kwargs["enable_thinking"] = chat.reasoning_effort != "none"
     history = sum(
         len(m.get("tool_calls") or ())
         for m in chat.messages
