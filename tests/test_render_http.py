@@ -330,6 +330,11 @@ def test_br62_unknown_role_is_400(serve):
             "text content only",
             "messages.0.content.0.type",
         ),
+        (  # a text part whose text is no string is named as such (newcomer finding)
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
+            "content part of type 'text' needs a string `text`",
+            "messages.0.content.0.text",
+        ),
         (
             {
                 "messages": [

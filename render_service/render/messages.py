@@ -103,6 +103,10 @@ def _part_text(part: Any, where: str) -> str:
         return part["text"]
     if kind == "refusal" and isinstance(part.get("refusal"), str):
         return part["refusal"]
+    field = "text" if kind in TEXT_PART_TYPES else "refusal" if kind == "refusal" else None
+    if field is not None:  # a known part type whose text is missing or not a string
+        raise InvalidRequest(f"content part of type {kind!r} needs a string `{field}`",
+                             param=f"{where}.{field}")
     raise InvalidRequest(
         f"content part type {kind!r} is not supported: this render service accepts text content only",
         param=f"{where}.type",
