@@ -74,6 +74,19 @@ def test_parsed_body_bounds_are_400_with_param(serve, path, body, param):
     assert "--max-" in err["message"]
 
 
+def test_a_state_over_the_limit_is_never_handed_out(serve):
+    """A stream whose state would exceed --max-stream-state-bytes is a 400 on the call that would
+    hand it out, naming the flag, instead of a 200 whose state the next call is refused for
+    (newcomer finding: megabytes of stop strings)."""
+    body = {"stream": True, "chat_request": {"messages": [{"role": "user", "content": "hi"}]},
+            "generate_chunk": {"request_id": "x", "choices": [{"index": 0, "token_ids": [9707]}]}}
+    r = serve(**SMALL).post(DERENDER, json=body)
+    assert r.status_code == 400, r.text
+    err = _error(r)
+    assert err["param"] == "stream_state" and "--max-stream-state-bytes" in err["message"]
+    assert "would be" in err["message"]
+
+
 def test_bodies_at_the_limits_pass_the_checks(serve):
     """Exactly max_messages / max_tools / max_n are not refused by the limit checks."""
     body = {"messages": [{"role": "user", "content": "hi"}] * 3, "tools": [], "n": 4}

@@ -321,9 +321,19 @@ def _stream_reply(
     choices: list[dict[str, Any]],
     extra: dict[str, Any],
 ) -> dict[str, Any]:
-    """The streaming response ``{"chunk", "stream_state", "stop_generation"}``."""
+    """The streaming response ``{"chunk", "stream_state", "stop_generation"}``.
+
+    Raises:
+        InvalidRequest: the state would exceed ``--max-stream-state-bytes`` (the next call could
+            not send it back), e.g. a request with megabytes of stop strings.
+    """
     chunk = stream_chunk(state, req.generate_chunk, req.prompt_tokens, object_name, choices, extra)
     text = encode_state(state, pipe.state_keys)
+    if len(text) > pipe.max_state_bytes:
+        raise InvalidRequest(
+            f"this stream's `stream_state` would be {len(text)} bytes, over the "
+            f"{pipe.max_state_bytes} a call may send back (--max-stream-state-bytes); send fewer "
+            "or shorter stop strings", param="stream_state")
     pipe.states.put(text, state)  # the next chunk of this stream resumes it without decoding
     return {"chunk": chunk, "stream_state": text, "stop_generation": bool(out and out.stop_generation)}
 

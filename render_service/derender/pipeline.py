@@ -48,6 +48,9 @@ class Pipeline:
     states: StateCache = field(default_factory=StateCache, compare=False, repr=False)
     #: The reasoning-token counting rule of the configured reasoning parser (Responses usage).
     counting: Counting = NONE
+    #: ``--max-stream-state-bytes``: the largest state a caller may send back, so the largest
+    #: this process hands out.
+    max_state_bytes: int = 1024 * 1024
     #: Special tokens a chat parse keeps as text besides the parser's markers: all of them where
     #: vLLM 0.33's parser sets ``skip_special_tokens=False`` for every request (Mistral's engine
     #: adapter: a ``</s>`` inside the output stays text; measured by the differential harness).
@@ -103,6 +106,7 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
         model_eos_ids=bundle.eos_token_ids,
         fingerprint=fingerprint,
         state_keys=state_keys(settings, fingerprint),
+        max_state_bytes=settings.max_stream_state_bytes,
         counting=counting_for(
             settings.reasoning_parser,
             vocab_lookup(bundle),
