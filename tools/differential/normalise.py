@@ -118,6 +118,20 @@ def _calls(m: dict[str, Any]) -> list[tuple[Any, Any]]:
             for c in m.get("tool_calls") or [] if isinstance(c, dict)]
 
 
+def _take_theirs(o: dict[str, Any], t: dict[str, Any], keys: Any, finish: bool = True) -> None:
+    """Make our answer ``o`` carry vLLM's ``keys`` of the message (absent where vLLM's is), and
+    vLLM's ``finish_reason`` when ``finish``: the one step every deliberate kind ends with once it
+    has recognised its case."""
+    mo, mt = _msg(o), _msg(t)
+    for key in keys:
+        if key in mt:
+            mo[key] = mt[key]
+        else:
+            mo.pop(key, None)
+    if finish and "finish_reason" in t:
+        o["finish_reason"] = t["finish_reason"]
+
+
 DRAFT_START = "<tool_call>"
 
 
@@ -156,13 +170,7 @@ def _draft_call_in_reasoning(ours: Json, theirs: Json, example: Json) -> tuple[J
         # a bare ``<tool_call>`` left open at the end: vLLM's stream holds it back and drops it
         if co.strip() and co.strip() not in ct and not (co.strip() == DRAFT_START and not ct):
             continue
-        for key in ("reasoning", "content", "tool_calls"):
-            if key in mt:
-                mo[key] = mt[key]
-            else:
-                mo.pop(key, None)
-        if "finish_reason" in t:
-            o["finish_reason"] = t["finish_reason"]
+        _take_theirs(o, t, ("reasoning", "content", "tool_calls"))
     return ours, theirs
 
 
@@ -182,11 +190,7 @@ def _structured_output_undecided(ours: Json, theirs: Json, example: Json) -> tup
         rt, ct = mt.get("reasoning") or "", mt.get("content") or ""
         if mo.get("reasoning") or not rt or (mo.get("content") or "") != rt + ct:
             continue
-        for key in ("reasoning", "content"):
-            if key in mt:
-                mo[key] = mt[key]
-            else:
-                mo.pop(key, None)
+        _take_theirs(o, t, ("reasoning", "content"), finish=False)
     return ours, theirs
 
 
@@ -234,13 +238,7 @@ def _mistral_later_blocks(ours: Json, theirs: Json, example: Json) -> tuple[Json
         co, ct = (mo.get("content") or "").strip(), (mt.get("content") or "").strip()
         if co != ct and not (not calls_t and ct == segments[0].strip()):
             continue
-        for key in ("content", "tool_calls"):
-            if key in mt:
-                mo[key] = mt[key]
-            else:
-                mo.pop(key, None)
-        if "finish_reason" in t:
-            o["finish_reason"] = t["finish_reason"]
+        _take_theirs(o, t, ("content", "tool_calls"))
     return ours, theirs
 
 
@@ -293,13 +291,7 @@ def _harmony_repeated_start(ours: Json, theirs: Json, example: Json) -> tuple[Js
             if got not in (msg_text + ("\n" + want if want else ""),) or calls_o != calls_t:
                 continue
             same[key] = True
-        for key in same:
-            if key in mt:
-                mo[key] = mt[key]
-            else:
-                mo.pop(key, None)
-        if "finish_reason" in t:
-            o["finish_reason"] = t["finish_reason"]
+        _take_theirs(o, t, same)
     return ours, theirs
 
 
