@@ -14,13 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from .servers import MODEL_FLAGS, _stop, wait_ready
+from .servers import MODEL_FLAGS, vllm_server
 
 MODEL = "Qwen--Qwen3-0.6B"
 OUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "vllm_derender_golden.json"
@@ -228,13 +227,7 @@ def record_kinds(args: argparse.Namespace) -> None:
     for model, kinds in KIND_CASES.items():
         folder = args.models_dir / model
         tok = AutoTokenizer.from_pretrained(str(folder))
-        env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_TARGET_DEVICE="cpu")
-        proc = subprocess.Popen([args.vllm, "launch", "render", str(folder), "--port", str(args.port),
-                                 *MODEL_FLAGS[model]], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        url = f"http://127.0.0.1:{args.port}"
-        try:
-            wait_ready(url, proc, 300)
+        with vllm_server(folder, args.vllm, args.port) as url:
             for name, text, end, finish, fields in kinds:
                 ids = tok.encode(text, add_special_tokens=False)
                 if end is not None:
@@ -248,8 +241,6 @@ def record_kinds(args: argparse.Namespace) -> None:
                                 "output_text": text, "body": body, "status": r.status_code,
                                 "response": r.json(),
                                 "stream": _stream_one_token(url, base, ids, finish)})
-        finally:
-            _stop(proc)
     KINDS_OUT.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {len(records)} cases to {KINDS_OUT}")
 
@@ -269,20 +260,12 @@ def main() -> None:
         return
     folder = args.models_dir / MODEL
     tok = AutoTokenizer.from_pretrained(str(folder))
-    env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_TARGET_DEVICE="cpu")
-    proc = subprocess.Popen([args.vllm, "launch", "render", str(folder), "--port", str(args.port),
-                             *MODEL_FLAGS[MODEL]], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{args.port}"
-    try:
-        wait_ready(url, proc, 300)
+    with vllm_server(folder, args.vllm, args.port) as url:
         records = []
         for case in cases(tok):
             r = httpx.post(url + case["path"], json=case["body"], timeout=60)
             records.append({**case, "model": MODEL, "flags": MODEL_FLAGS[MODEL],
                             "status": r.status_code, "response": r.json()})
-    finally:
-        _stop(proc)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {len(records)} cases to {OUT}")

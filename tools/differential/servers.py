@@ -84,3 +84,19 @@ def both_servers(folder: Path, vllm_bin: str, ports: tuple[int, int], log_dir: P
     finally:
         for proc in procs:
             _stop(proc)
+
+
+@contextmanager
+def vllm_server(folder: Path, vllm_bin: str, port: int, timeout: float = 300) -> Iterator[str]:
+    """Start vLLM alone (``vllm launch render``, output discarded) on ``port`` for ``folder``
+    with the README's flags; yield its base URL once ``/health`` answers; stop it."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_TARGET_DEVICE="cpu")
+    proc = subprocess.Popen([vllm_bin, "launch", "render", str(folder), "--port", str(port),
+                             *MODEL_FLAGS.get(folder.name, [])], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, proc, timeout)
+        yield url
+    finally:
+        _stop(proc)
