@@ -78,12 +78,17 @@ def gateway(res: Results, ctx: Any) -> None:
         _stream_tokens(server.url, body)  # warm-up: the first render starts the fast-encoder build
         server.settle()
         runs = 3 if quick else 10
-        per_token = []
-        for _ in range(runs):
-            cpu0 = light.proc_cpu_ns_s(pids)
-            tokens = _stream_tokens(server.url, body)
-            per_token.append((light.proc_cpu_ns_s(pids) - cpu0) / tokens * 1e3)
-        stream_ms = statistics.median(per_token)
+
+        def streamed_ms() -> float:
+            """Median server CPU per streamed token (ms) over ``runs`` streams of ``body``."""
+            per_token = []
+            for _ in range(runs):
+                cpu0 = light.proc_cpu_ns_s(pids)
+                tokens = _stream_tokens(server.url, body)
+                per_token.append((light.proc_cpu_ns_s(pids) - cpu0) / tokens * 1e3)
+            return statistics.median(per_token)
+
+        stream_ms = streamed_ms()
         res.add("gateway", "server CPU per streamed token, gateway (1 token/event)", stream_ms,
                 note=f"{len(ids)} tokens per stream, median of {runs} streams")
 
@@ -121,12 +126,7 @@ def gateway(res: Results, ctx: Any) -> None:
             engine.wait(10)
             engine = _start(cmd[:-1] + ["10"], engine_url, "/scripted/stats")
             _stream_tokens(server.url, body)
-            per_token = []
-            for _ in range(runs):
-                cpu0 = light.proc_cpu_ns_s(pids)
-                tokens = _stream_tokens(server.url, body)
-                per_token.append((light.proc_cpu_ns_s(pids) - cpu0) / tokens * 1e3)
-            interval_ms = statistics.median(per_token)
+            interval_ms = streamed_ms()
             res.add("gateway", "server CPU per streamed token, gateway (10 tokens/event)", interval_ms,
                     note="engine as vLLM --stream-interval 10")
             res.add("gateway", "gateway stream at 10 tokens/event / one batch derender",

@@ -24,6 +24,7 @@ from typing import Any
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+from benchmarks.stream_state_size import chunk_body  # noqa: E402
 from render_service.derender.anthropic import derender_messages  # noqa: E402
 from render_service.derender.chat import derender_chat  # noqa: E402
 from render_service.derender.responses import derender_responses  # noqa: E402
@@ -40,13 +41,8 @@ ROUTES: dict[str, tuple[Callable[..., dict[str, Any]], str, dict[str, Any]]] = {
 
 
 def body(token: int, state: str | None, first: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "stream": True,
-        "stream_state": state,
-        "generate_chunk": {"request_id": "resp_bench", "choices": [{"index": 0, "token_ids": [token]}]},
-    }
-    out.update(first or {})
-    return out
+    """One token's streaming derender body (the chat benchmark's, under a Responses-style id)."""
+    return chunk_body(token, state, first, request_id="resp_bench")
 
 
 def main() -> None:

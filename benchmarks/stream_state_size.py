@@ -30,11 +30,14 @@ from render_service.settings import Settings  # noqa: E402
 from render_service.testing.engine import serve_in_thread  # noqa: E402
 
 
-def chunk_body(token: int, state: str | None, extra: dict | None = None) -> dict:
+def chunk_body(token: int, state: str | None, extra: dict | None = None,
+               request_id: str = "chatcmpl-bench") -> dict:
+    """A streaming derender body for one token of engine request ``request_id`` (``extra``: the
+    first call's request fields)."""
     body = {
         "stream": True,
         "stream_state": state,
-        "generate_chunk": {"request_id": "chatcmpl-bench", "choices": [{"index": 0, "token_ids": [token]}]},
+        "generate_chunk": {"request_id": request_id, "choices": [{"index": 0, "token_ids": [token]}]},
     }
     body.update(extra or {})
     return body
