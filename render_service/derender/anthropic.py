@@ -48,16 +48,6 @@ NEEDS_REQUEST = (
 )
 
 
-def effort_kwargs(effort: str | None, kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Template kwargs the parser sees for an effort, as render builds them: an effort switches
-    ``enable_thinking`` (``none`` = off) unless the request's kwargs set it."""
-    if effort is None:
-        return kwargs
-    out = dict(kwargs or {})
-    out.setdefault("enable_thinking", effort != "none")
-    return out
-
-
 def chat_fields(req: AnthropicMessagesRequest | None, settings: Settings) -> ChatRequestFields | None:
     """What the pipeline reads of the chat form of an Anthropic request (tools, tool choice,
     ``stop_sequences`` → ``stop``, the thinking switch)."""
@@ -80,7 +70,7 @@ def chat_fields(req: AnthropicMessagesRequest | None, settings: Settings) -> Cha
         tools=tools.get("tools"),
         tool_choice=tools.get("tool_choice"),
         parallel_tool_calls=tools.get("parallel_tool_calls", True),
-        chat_template_kwargs=effort_kwargs(effort, req.chat_template_kwargs),
+        chat_template_kwargs=req.chat_template_kwargs,
         reasoning_effort=effort,
     )
 

@@ -38,7 +38,6 @@ from ..models import ModelBundle, check_model
 from ..protocol.derender import ChatRequestFields, GenerateChoice, StreamState
 from ..protocol.responses import DerenderResponsesRequest, DerenderResponsesStreamRequest, ResponsesRequest
 from ..settings import Settings
-from .anthropic import effort_kwargs
 from .blocks import Piece, events_reply, input_tokens, opens_block, pieces
 from .chat import derender_chat
 from .flow import ChoiceShape, LiveStream, is_stream, open_live, parse_context, run_stream
@@ -71,7 +70,7 @@ def chat_fields(req: ResponsesRequest | None) -> ChatRequestFields | None:
         tool_choice=responses_tool_choice(req.tool_choice) if tools else None,
         parallel_tool_calls=req.parallel_tool_calls,
         include_reasoning=req.include_reasoning,
-        chat_template_kwargs=effort_kwargs(effort, req.chat_template_kwargs),
+        chat_template_kwargs=req.chat_template_kwargs,
         reasoning_effort=effort,
     )
 
