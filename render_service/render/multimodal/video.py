@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from ...errors import InvalidRequest
+from . import resample
 from .image import load_error, patchify, resize, smart_resize, too_many_pixels
 from .registry import VisionArch
 
@@ -123,7 +124,10 @@ def process_video(
         rh, rw = _video_resize(n, t_bar, h, w, arch.factor, min_pixels, max_pixels)
     else:
         rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
-    frames = np.stack([resize(Image.fromarray(f), rh, rw) for f in video.frames])
+    if w == rw and h != rh and resample.ready():  # Pillow's vertical-only pass, compiled
+        frames = np.stack([resample.vertical(f, rh) for f in video.frames])
+    else:
+        frames = np.stack([resize(Image.fromarray(f), rh, rw) for f in video.frames])
     if n % tp:
         frames = np.concatenate([frames, np.repeat(frames[-1:], tp - n % tp, axis=0)])
     pixels, grid = patchify(frames, arch)
