@@ -62,3 +62,28 @@ def planes(src: Any, channels: int, bounds: Any, kk: Any, out: Any) -> None:
 def interleaved(src: Any, bounds: Any, kk: Any, out: Any) -> None:
     for yy in range(out.shape[0]):
         taps(src, bounds[yy, 0], bounds[yy, 1], kk[yy], out[yy])
+
+
+@jit
+def patch_rows(r: Any, g: Any, b: Any, y0: int, p: int, m: int, tp: int, out: Any) -> None:
+    # HF's still-image patch layout (``image.patchify_still``): patch n of ``out`` is merge window
+    # (row, column) then (mi, mj) within it; its vector is channel, temporal copy, row, column
+    width = r.shape[1]
+    windows = width // (p * m)
+    for n in range(out.shape[0]):
+        mj = n % m
+        mi = (n // m) % m
+        bw = (n // (m * m)) % windows
+        bh = n // (m * m * windows)
+        top = y0 + (bh * m + mi) * p
+        left = (bw * m + mj) * p
+        dst = out[n]
+        for c in range(3):
+            plane = r if c == 0 else (g if c == 1 else b)
+            for pi in range(p):
+                line = plane[top + pi]
+                base = (c * tp * p + pi) * p
+                for pj in range(p):
+                    v = line[left + pj]
+                    for t in range(tp):
+                        dst[base + t * p * p + pj] = v

@@ -16,6 +16,7 @@ and the callers use Pillow.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import warnings
@@ -44,9 +45,11 @@ def _bicubic(x: float) -> float:
     return 0.0
 
 
+@functools.lru_cache(maxsize=64)
 def coefficients(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
     """Pillow's ``precompute_coeffs`` + ``normalize_coeffs_8bpc`` for BICUBIC over the whole
-    axis: ``(bounds [out, 2] int32 (first input index, taps), kk [out, ksize] int32)``."""
+    axis: ``(bounds [out, 2] int32 (first input index, taps), kk [out, ksize] int32)``, read-only
+    (cached per size pair: a video's frames, a camera's photos share them)."""
     scale = in_size / out_size
     filterscale = max(scale, 1.0)
     support = BICUBIC_SUPPORT * filterscale
@@ -68,6 +71,7 @@ def coefficients(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
                 w /= ww
             kk[xx, x] = int(-0.5 + w * one) if w < 0 else int(0.5 + w * one)
         bounds[xx] = xmin, xmax
+    bounds.flags.writeable = kk.flags.writeable = False
     return bounds, kk
 
 
