@@ -132,3 +132,16 @@ def test_png_through_the_dispatch_equals_pillow() -> None:
     planes = image.resize_planes(img, 912, 300)
     ref = np.asarray(img.resize((300, 912), Image.Resampling.BICUBIC))
     assert np.array_equal(np.stack(planes, axis=-1), ref)
+
+
+@pytest.mark.parametrize("name", VIDEOS)
+def test_video_decode_equals_per_frame_to_ndarray(name: str) -> None:
+    """``decode_video``'s shared reformatter gives the pixels of PyAV's per-frame
+    ``to_ndarray(format="rgb24")``."""
+    av = pytest.importorskip("av")
+    data = (MEDIA / name).read_bytes()
+    decoded = video.decode_video(data, _arch(FAMILIES[0]), 10**9, {})
+    with av.open(io.BytesIO(data)) as container:
+        frames = list(container.decode(container.streams.video[0]))
+    expected = np.stack([frames[i].to_ndarray(format="rgb24") for i in decoded.indices])
+    assert np.array_equal(decoded.frames, expected)

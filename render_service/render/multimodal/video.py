@@ -91,7 +91,10 @@ def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict
                 raise InvalidRequest("Failed to load video: no frames")
             fps = float(io_kwargs.get("fps", arch.video_fps))
             indices = sample_indices(arch, len(frames), fps_src, fps)
-            rgb = np.stack([frames[i].to_ndarray(format="rgb24") for i in indices])  # type: ignore[union-attr,call-arg]
+            # one reformatter for all frames: its scaler context is made once, not per frame
+            # (``to_ndarray(format=...)`` builds one per frame; the same pixels)
+            reformat = av.video.reformatter.VideoReformatter().reformat
+            rgb = np.stack([reformat(frames[i], format="rgb24").to_ndarray() for i in indices])  # type: ignore[arg-type]
     except InvalidRequest:
         raise
     except Exception as exc:
