@@ -23,14 +23,15 @@ RGBA_BACKGROUND = (255, 255, 255)
 """Background that transparent images are composited onto (vLLM ``rgba_background_color``)."""
 
 
-PILLOW_BLOCKS = 2
-"""Freed Pillow image blocks kept for reuse, so a large image's decode writes into memory already
-mapped instead of fresh pages (bounded: at most 2 blocks, each one image's pixels)."""
-PILLOW_BLOCK_BYTES = 256 << 20
+PILLOW_BLOCKS = 4
+"""Freed Pillow image blocks kept for reuse (a decoded image and its three split planes), so the
+next decode writes into memory already mapped instead of fresh pages; with
+:data:`PILLOW_BLOCK_BYTES` that holds at most 256 MB."""
+PILLOW_BLOCK_BYTES = 64 << 20
 """Pillow's largest allocation block (``set_block_size``; its default is 16 MB): a decoded image
-up to this size (64 M pixels in RGB's 4 bytes) is one contiguous block, which its Arrow export
-(:func:`_arrow_rgbx`) then hands to the resize kernel without a copy. A block is sized to the
-image, not to this bound."""
+up to this size (16 M pixels in RGB's 4 bytes, so every image Qwen3-VL keeps at full size) is
+one contiguous block, which its Arrow export (:func:`_arrow_rgbx`) then hands to the resize
+kernel without a copy. A block is sized to the image, not to this bound."""
 
 
 def configure_pillow() -> None:
