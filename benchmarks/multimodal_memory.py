@@ -30,7 +30,8 @@ IMAGE = SHARED / "data" / "media" / "rgb_large_4000x3000.jpg"
 def _body(data: bytes, nonce: str) -> dict[str, object]:
     url = "data:image/jpeg;base64," + base64.b64encode(data + nonce.encode()).decode()
     part = {"type": "image_url", "image_url": {"url": url}}
-    return {"model": SERVED_NAME, "messages": [{"role": "user", "content": [part, {"type": "text", "text": "?"}]}]}
+    content = [part, {"type": "text", "text": "?"}]
+    return {"model": SERVED_NAME, "messages": [{"role": "user", "content": content}]}
 
 
 def main() -> None:
