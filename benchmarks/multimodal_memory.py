@@ -13,7 +13,6 @@ by design). Not part of ``benchmarks.run`` (it takes a minute and a few GB).
 from __future__ import annotations
 
 import argparse
-import base64
 import threading
 import time
 from pathlib import Path
@@ -21,17 +20,11 @@ from pathlib import Path
 import httpx
 
 from .http_servers import SERVED_NAME, Server, _rss_mb, _tree
+from .multimodal import _body
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 MODEL = SHARED / "models" / "Qwen--Qwen3-VL-2B-Instruct"
 IMAGE = SHARED / "data" / "media" / "rgb_large_4000x3000.jpg"
-
-
-def _body(data: bytes, nonce: str) -> dict[str, object]:
-    url = "data:image/jpeg;base64," + base64.b64encode(data + nonce.encode()).decode()
-    part = {"type": "image_url", "image_url": {"url": url}}
-    content = [part, {"type": "text", "text": "?"}]
-    return {"model": SERVED_NAME, "messages": [{"role": "user", "content": content}]}
 
 
 def main() -> None:
@@ -60,7 +53,7 @@ def main() -> None:
 
         def client(nonce: str) -> None:
             with httpx.Client(base_url=server.url, timeout=600) as c:
-                with c.stream("POST", "/v1/chat/completions/render", json=_body(data, nonce)) as r:
+                with c.stream("POST", "/v1/chat/completions/render", json=_body(data, "image", SERVED_NAME, nonce)) as r:
                     for _ in r.iter_bytes(1 << 20):
                         pass
                     statuses.append(r.status_code)
