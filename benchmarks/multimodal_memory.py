@@ -53,7 +53,8 @@ def main() -> None:
 
         def client(nonce: str) -> None:
             with httpx.Client(base_url=server.url, timeout=600) as c:
-                with c.stream("POST", "/v1/chat/completions/render", json=_body(data, "image", SERVED_NAME, nonce)) as r:
+                body = _body(data, "image", SERVED_NAME, nonce)
+                with c.stream("POST", "/v1/chat/completions/render", json=body) as r:
                     for _ in r.iter_bytes(1 << 20):
                         pass
                     statuses.append(r.status_code)
