@@ -13,7 +13,6 @@ from .resample import PRECISION_BITS
 jit = numba.njit(cache=True, nogil=True, boundscheck=False)
 
 
-
 @jit
 def taps(src: Any, y0: int, n: int, k: Any, row: Any) -> None:
     # one output row over the interleaved bytes: Pillow's ``ss = 1 << 21; ss += in * k``
@@ -40,6 +39,7 @@ def taps(src: Any, y0: int, n: int, k: Any, row: Any) -> None:
                 s += np.int32(src[y0 + t, i]) * k[t]
             row[i] = np.uint8(min(max(s >> PRECISION_BITS, 0), 255))
 
+
 @jit
 def planes(src: Any, channels: int, bounds: Any, kk: Any, out: Any) -> None:
     row = np.empty(src.shape[1], dtype=np.uint8)
@@ -58,32 +58,8 @@ def planes(src: Any, channels: int, bounds: Any, kk: Any, out: Any) -> None:
                 g[x] = row[3 * x + 1]
                 b[x] = row[3 * x + 2]
 
+
 @jit
 def interleaved(src: Any, bounds: Any, kk: Any, out: Any) -> None:
     for yy in range(out.shape[0]):
         taps(src, bounds[yy, 0], bounds[yy, 1], kk[yy], out[yy])
-
-
-@jit
-def patch_rows(r: Any, g: Any, b: Any, y0: int, p: int, m: int, tp: int, out: Any) -> None:
-    # HF's still-image patch layout (``image.patchify_still``): patch n of ``out`` is merge window
-    # (row, column) then (mi, mj) within it; its vector is channel, temporal copy, row, column
-    width = r.shape[1]
-    windows = width // (p * m)
-    for n in range(out.shape[0]):
-        mj = n % m
-        mi = (n // m) % m
-        bw = (n // (m * m)) % windows
-        bh = n // (m * m * windows)
-        top = y0 + (bh * m + mi) * p
-        left = (bw * m + mj) * p
-        dst = out[n]
-        for c in range(3):
-            plane = r if c == 0 else (g if c == 1 else b)
-            for pi in range(p):
-                line = plane[top + pi]
-                base = (c * tp * p + pi) * p
-                for pj in range(p):
-                    v = line[left + pj]
-                    for t in range(tp):
-                        dst[base + t * p * p + pj] = v

@@ -95,14 +95,11 @@ def _build() -> None:
 
 
 def _warm(kernels: dict[str, Any]) -> None:
-    """Compile the kernels for the array types the callers pass (read-only sources: Pillow's
-    memory; writable: decoded video frames)."""
-    bounds, kk = coefficients(3, 4)
-    for writeable in (False, True):
-        src = np.zeros((3, 8), dtype=np.uint8)
-        src.flags.writeable = writeable
-        kernels["planes"](src, 4, bounds, kk, np.empty((3, 4, 2), dtype=np.uint8))
-        kernels["interleaved"](src, bounds, kk, np.empty((4, 8), dtype=np.uint8))
+    """Compile the kernels for the array types the callers pass (:func:`_prepared`: read-only
+    sources and coefficients, writable outputs)."""
+    src, bounds, kk = _prepared(np.zeros((3, 2, 4), dtype=np.uint8), 4)
+    kernels["planes"](src, 4, bounds, kk, np.empty((3, 4, 2), dtype=np.uint8))
+    kernels["interleaved"](src, bounds, kk, np.empty((4, 8), dtype=np.uint8))
 
 
 def start() -> None:
@@ -129,16 +126,19 @@ def ready() -> bool:
 
 
 def _prepared(pixels: np.ndarray, height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``pixels`` as ``[H, W·C]`` rows and the coefficients to ``height`` rows.
-
-    Raises:
-        RuntimeError: the kernels are not ready (check :func:`ready` first).
-    """
-    if not ready():
-        raise RuntimeError("the numba kernels are not compiled (numba missing or still compiling)")
+    """``pixels`` ``[H, W, C]`` as read-only ``[H, W·C]`` rows and the coefficients to
+    ``height`` rows."""
     h, w, c = pixels.shape
     bounds, kk = coefficients(h, height)
-    return np.ascontiguousarray(pixels).reshape(h, w * c), bounds, kk
+    rows = np.ascontiguousarray(pixels).reshape(h, w * c).view()
+    rows.flags.writeable = False  # one array type for every caller: one compiled specialisation
+    return rows, bounds, kk
+
+
+def _kernel(name: str) -> Any:
+    if not ready():
+        raise RuntimeError("the numba kernels are not compiled (numba missing or still compiling)")
+    return _KERNELS[name]
 
 
 def vertical_planes(pixels: np.ndarray, height: int) -> np.ndarray:
@@ -148,9 +148,10 @@ def vertical_planes(pixels: np.ndarray, height: int) -> np.ndarray:
     Raises:
         RuntimeError: the kernels are not ready (check :func:`ready` first).
     """
+    kernel = _kernel("planes")
     rows, bounds, kk = _prepared(pixels, height)
     out = np.empty((3, height, pixels.shape[1]), dtype=np.uint8)
-    _KERNELS["planes"](rows, pixels.shape[2], bounds, kk, out)
+    kernel(rows, pixels.shape[2], bounds, kk, out)
     return out
 
 
@@ -161,7 +162,8 @@ def vertical(pixels: np.ndarray, height: int) -> np.ndarray:
     Raises:
         RuntimeError: the kernels are not ready (check :func:`ready` first).
     """
+    kernel = _kernel("interleaved")
     rows, bounds, kk = _prepared(pixels, height)
     out = np.empty((height, *pixels.shape[1:]), dtype=np.uint8)
-    _KERNELS["interleaved"](rows, bounds, kk, out.reshape(height, rows.shape[1]))
+    kernel(rows, bounds, kk, out.reshape(height, rows.shape[1]))
     return out
