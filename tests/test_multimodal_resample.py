@@ -119,7 +119,10 @@ def test_random_pixels_equal_pillow(
 
 def test_coefficients_sum_to_one_in_fixed_point() -> None:
     """Each output row's taps (Pillow's normalised, rounded weights) add up to 2**22 within the
-    rounding of their count, and stay inside the input."""
+    rounding of their count, and stay inside the input; the kernels use the same precision."""
+    from render_service.render.multimodal import _resample_kernels
+
+    assert _resample_kernels.PRECISION_BITS == resample.PRECISION_BITS == 22
     for n_in, n_out in [(3000, 3008), (240, 256), (900, 100), (1, 7)]:
         bounds, kk = resample.coefficients(n_in, n_out)
         assert np.all(np.abs(kk.sum(axis=1) - (1 << resample.PRECISION_BITS)) <= kk.shape[1])

@@ -8,7 +8,9 @@ from typing import Any
 import numba
 import numpy as np
 
-from .resample import PRECISION_BITS
+PRECISION_BITS = 32 - 8 - 2
+"""Pillow's 8-bit coefficient precision, as ``resample.PRECISION_BITS`` (a test checks they agree;
+not imported from there, which imports this module)."""
 
 jit = numba.njit(cache=True, nogil=True, boundscheck=False)
 
