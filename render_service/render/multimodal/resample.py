@@ -17,6 +17,7 @@ and the callers use Pillow.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import threading
 import warnings
@@ -89,7 +90,9 @@ def _build() -> None:
             _warm(kernels)
         _KERNELS.update(kernels)
     except ImportError:
-        pass
+        pass  # no numba: Pillow resizes (the same bytes)
+    except Exception:  # noqa: BLE001 - e.g. numba cannot compile or cache here: Pillow resizes
+        logging.getLogger(__name__).warning("resize kernel not compiled; Pillow resizes", exc_info=True)
     finally:
         _DONE.set()
 
