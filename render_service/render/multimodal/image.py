@@ -16,25 +16,34 @@ import numpy as np
 from PIL import Image
 
 from ...errors import InvalidRequest
-from . import serde
+from . import resample, serde
 from .registry import VisionArch
 
 RGBA_BACKGROUND = (255, 255, 255)
 """Background that transparent images are composited onto (vLLM ``rgba_background_color``)."""
 
 
-PILLOW_BLOCKS = 8
-"""Freed Pillow image blocks (16 MB each) kept for reuse, so a large image's decode and resize
-write into memory already mapped instead of fresh pages (bounded: at most 8 × 16 MB)."""
+PILLOW_BLOCKS = 4
+"""Freed Pillow image blocks kept for reuse (a decoded image and its three split planes), so the
+next decode writes into memory already mapped instead of fresh pages; with
+:data:`PILLOW_BLOCK_BYTES` that holds at most 256 MB."""
+PILLOW_BLOCK_BYTES = 64 << 20
+"""Pillow's largest allocation block (``set_block_size``; its default is 16 MB): a decoded image
+up to this size (16 M pixels in RGB's 4 bytes, so every image Qwen3-VL keeps at full size) is
+one contiguous block, which its Arrow export (:func:`_arrow_rgbx`) then hands to the resize
+kernel without a copy. A block is sized to the image, not to this bound."""
 
 
 def configure_pillow() -> None:
-    """Process-wide Pillow settings of a vision server: keep :data:`PILLOW_BLOCKS` freed image
-    blocks (``Image.core.set_blocks_max``; Pillow's default 0 hands every block back), and no
-    Pillow decompression-bomb check (``Image.MAX_IMAGE_PIXELS = None``): :func:`decode_image`
-    enforces ``--max-image-pixels`` from the header itself, with a clear 400 naming the size,
-    where Pillow's own check raises its raw message (vLLM answers that one with a 500)."""
+    """Process-wide Pillow settings of a vision server: :data:`PILLOW_BLOCK_BYTES` blocks, keep
+    :data:`PILLOW_BLOCKS` freed image blocks (``Image.core.set_blocks_max``; Pillow's default 0
+    hands every block back), and no Pillow decompression-bomb check
+    (``Image.MAX_IMAGE_PIXELS = None``): :func:`decode_image` enforces ``--max-image-pixels``
+    from the header itself, with a clear 400 naming the size, where Pillow's own check raises its
+    raw message (vLLM answers that one with a 500)."""
     core = Image.core
+    if core.get_block_size() < PILLOW_BLOCK_BYTES:
+        core.set_block_size(PILLOW_BLOCK_BYTES)
     if core.get_blocks_max() < PILLOW_BLOCKS:
         core.set_blocks_max(PILLOW_BLOCKS)
     Image.MAX_IMAGE_PIXELS = None
@@ -161,6 +170,10 @@ def resize_planes(img: Image.Image, height: int, width: int) -> list[np.ndarray]
     the planes, which the patch layout wants (channel-major within a patch), without the
     interleaved ``[H, W, 3]`` copy; each plane is a view of the band's memory (:func:`_plane`),
     where ``np.asarray`` would copy it twice through fresh ``bytes``."""
+    if img.size[0] == width and img.size[1] != height and img.mode == "RGB" and resample.ready():
+        pixels = _arrow_rgbx(img)
+        if pixels is not None:  # Pillow's vertical-only pass, computed by the compiled kernel
+            return list(resample.vertical_planes(pixels, height))
     if img.size != (width, height):
         img = img.resize((width, height), Image.Resampling.BICUBIC)
     return [_plane(band) for band in img.split()]
@@ -211,12 +224,13 @@ _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-def _arrow_view(band: Image.Image, n: int) -> np.ndarray | None:
-    """The ``n`` pixel bytes of an ``L`` image as a read-only uint8 array over Pillow's memory
-    (``Image.__arrow_c_array__``, Pillow ≥ 11.2: a plain uint8 array of one buffer), kept alive
-    by the export's capsule; ``None`` when Pillow does not export it that way."""
-    export = getattr(band, "__arrow_c_array__", None)
-    if export is None or band.mode != "L" or n == 0:
+def _arrow_bytes(img: Image.Image, mode: str, n: int) -> np.ndarray | None:
+    """The ``n`` pixel bytes of an ``mode`` image (``L``: a plain uint8 Arrow array; ``RGB``: a
+    fixed-size list of 4 uint8 per pixel, R G B and padding) as a read-only uint8 array over
+    Pillow's memory (``Image.__arrow_c_array__``, Pillow ≥ 11.2), kept alive by the export's
+    capsules; ``None`` when Pillow does not export it that way (e.g. rows in several blocks)."""
+    export = getattr(img, "__arrow_c_array__", None)
+    if export is None or img.mode != mode or n == 0:
         return None
     try:
         schema_capsule, array_capsule = export()
@@ -224,6 +238,12 @@ def _arrow_view(band: Image.Image, n: int) -> np.ndarray | None:
         return None
     schema = _ArrowSchema.from_address(_capsule_pointer(schema_capsule, b"arrow_schema"))
     array = _ArrowArray.from_address(_capsule_pointer(array_capsule, b"arrow_array"))
+    if mode == "RGB":  # the bytes are the one child array of the fixed-size lists
+        if (schema.format != b"+w:4" or schema.n_children != 1 or array.length * 4 != n
+                or array.offset != 0 or array.n_children != 1 or array.null_count != 0):
+            return None
+        schema = ctypes.cast(schema.children, ctypes.POINTER(ctypes.POINTER(_ArrowSchema)))[0].contents
+        array = ctypes.cast(array.children, ctypes.POINTER(ctypes.POINTER(_ArrowArray)))[0].contents
     if (schema.format != b"C" or schema.n_children != 0 or array.length != n or array.offset != 0
             or array.n_buffers != 2 or array.null_count != 0 or not array.buffers[1]):
         return None
@@ -232,6 +252,20 @@ def _arrow_view(band: Image.Image, n: int) -> np.ndarray | None:
     view = np.frombuffer(memory, dtype=np.uint8)  # type: ignore[call-overload]
     view.flags.writeable = False
     return view
+
+
+def _arrow_view(band: Image.Image, n: int) -> np.ndarray | None:
+    """The ``n`` pixel bytes of an ``L`` image as a read-only uint8 array over Pillow's memory
+    (:func:`_arrow_bytes`)."""
+    return _arrow_bytes(band, "L", n)
+
+
+def _arrow_rgbx(img: Image.Image) -> np.ndarray | None:
+    """An ``RGB`` image's memory as a read-only ``[H, W, 4]`` uint8 array (R, G, B, padding),
+    zero-copy (:func:`_arrow_bytes`); ``None`` when Pillow does not export it that way."""
+    w, h = img.size
+    view = _arrow_bytes(img, "RGB", 4 * w * h)
+    return None if view is None else view.reshape(h, w, 4)
 
 
 def patch_shape(height: int, width: int, arch: VisionArch) -> tuple[int, int]:

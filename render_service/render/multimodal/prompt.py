@@ -15,7 +15,7 @@ import numpy as np
 from ...errors import InvalidRequest
 from ...models import ModelBundle
 from ...settings import Settings
-from . import hashing, image, serde, video
+from . import hashing, image, resample, serde, video
 from .cache import ByteBoundedCache
 from .media import FetchPolicy, load_url
 from .registry import VisionArch, arch_for
@@ -149,6 +149,7 @@ def _new_state(bundle: ModelBundle, settings: Settings) -> MultimodalState | Non
     if arch is None:
         return None
     image.configure_pillow()
+    resample.start()  # compiled in the background; Pillow (same bytes) until it is ready
     vocab = bundle.added_vocab
     policy = FetchPolicy(
         settings.allowed_local_media_path,

@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from ...errors import InvalidRequest
+from . import resample
 from .image import load_error, patchify, resize, smart_resize, too_many_pixels
 from .registry import VisionArch
 
@@ -90,7 +91,10 @@ def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict
                 raise InvalidRequest("Failed to load video: no frames")
             fps = float(io_kwargs.get("fps", arch.video_fps))
             indices = sample_indices(arch, len(frames), fps_src, fps)
-            rgb = np.stack([frames[i].to_ndarray(format="rgb24") for i in indices])  # type: ignore[union-attr,call-arg]
+            # one reformatter for all frames: its scaler context is made once, not per frame
+            # (``to_ndarray(format=...)`` builds one per frame; the same pixels)
+            reformat = av.video.reformatter.VideoReformatter().reformat
+            rgb = np.stack([reformat(frames[i], format="rgb24").to_ndarray() for i in indices])  # type: ignore[arg-type]
     except InvalidRequest:
         raise
     except Exception as exc:
@@ -123,7 +127,10 @@ def process_video(
         rh, rw = _video_resize(n, t_bar, h, w, arch.factor, min_pixels, max_pixels)
     else:
         rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
-    frames = np.stack([resize(Image.fromarray(f), rh, rw) for f in video.frames])
+    if w == rw and h != rh and resample.ready():  # Pillow's vertical-only pass, compiled
+        frames = np.stack([resample.vertical(f, rh) for f in video.frames])
+    else:
+        frames = np.stack([resize(Image.fromarray(f), rh, rw) for f in video.frames])
     if n % tp:
         frames = np.concatenate([frames, np.repeat(frames[-1:], tp - n % tp, axis=0)])
     pixels, grid = patchify(frames, arch)

@@ -1,0 +1,150 @@
+"""The compiled height-only resize (``render/multimodal/resample.py``, numba) gives Pillow's
+``Image.resize(..., BICUBIC)`` bytes exactly: on every still image and video frame of
+../shared/data/media (at the height both vision families' ``smart_resize`` picks, and at other
+heights up and down), on random pixels, and through the render path's own dispatch
+(``image.resize_planes`` over Pillow's memory of a decoded JPEG, ``video.process_video``)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+pytest.importorskip("numba", reason="the optional extra 'fast' (numba) is not installed")
+
+from render_service.render.multimodal import image, resample, video  # noqa: E402
+from render_service.render.multimodal.registry import arch_for  # noqa: E402
+
+MEDIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "media"
+MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+FAMILIES = ["Qwen--Qwen3-VL-2B-Instruct", "Qwen--Qwen2.5-VL-7B-Instruct"]
+STILLS = sorted(p.name for p in MEDIA.glob("*.*") if p.suffix in (".png", ".jpg") and p.name != "corrupt.png")
+VIDEOS = sorted(p.name for p in MEDIA.glob("video_*"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernels() -> None:
+    image.configure_pillow()
+    assert resample.wait(timeout=300), "numba is installed but the kernels did not compile"
+
+
+def _arch(folder: str):  # type: ignore[no-untyped-def]
+    import json
+
+    root = MODELS / folder
+    arch = arch_for(json.loads((root / "config.json").read_text()), str(root))
+    assert arch is not None
+    return arch
+
+
+def _pillow(pixels: np.ndarray, height: int) -> np.ndarray:
+    w = pixels.shape[1]
+    return np.asarray(Image.fromarray(pixels).resize((w, height), Image.Resampling.BICUBIC))
+
+
+def _rgb(name: str) -> np.ndarray:
+    img, _ = image.decode_image((MEDIA / name).read_bytes(), 10**9)
+    return np.asarray(img)
+
+
+@pytest.mark.parametrize("name", STILLS)
+def test_every_still_image_equals_pillow(name: str) -> None:
+    rgb = _rgb(name)
+    h, w, _ = rgb.shape
+    heights = {h + 1, 2 * h + 3, max(1, h // 3)}
+    for folder in FAMILIES:
+        arch = _arch(folder)
+        rh, rw = image.smart_resize(h, w, arch.factor, arch.image_min_pixels, arch.image_max_pixels)
+        heights.add(rh)
+    if h * w > 2_000_000:  # the 4000x3000 photo: its own smart_resize height (3008) only
+        heights = {image.smart_resize(h, w, 32, 65536, 16777216)[0]}
+    for height in sorted(heights):
+        ref = _pillow(rgb, height)
+        assert np.array_equal(resample.vertical(rgb, height), ref), (name, height)
+        planes = resample.vertical_planes(rgb, height)
+        assert np.array_equal(np.moveaxis(planes, 0, -1), ref), (name, height)
+
+
+def test_render_dispatch_reads_pillow_memory_and_equals_pillow() -> None:
+    """``resize_planes`` on a decoded 4000×3000 JPEG (width kept, 3000 → 3008 rows) takes the
+    kernel over Pillow's own RGBX memory, and its planes equal Pillow's resize."""
+    img, _ = image.decode_image((MEDIA / "rgb_large_4000x3000.jpg").read_bytes(), 10**9)
+    assert image._arrow_rgbx(img) is not None  # one contiguous block (PILLOW_BLOCK_BYTES)
+    planes = image.resize_planes(img, 3008, 4000)
+    ref = img.resize((4000, 3008), Image.Resampling.BICUBIC)
+    for c, band in enumerate(ref.split()):
+        assert np.array_equal(planes[c], np.asarray(band)), c
+
+
+@pytest.mark.parametrize("name", VIDEOS)
+def test_video_frames_equal_pillow(name: str) -> None:
+    pytest.importorskip("av")
+    arch = _arch(FAMILIES[0])
+    decoded = video.decode_video((MEDIA / name).read_bytes(), arch, 10**9, {})
+    pixels, grid, _ = video.process_video(decoded, arch, arch.video_min_pixels, arch.video_max_pixels)
+    n, h, w, _ = decoded.frames.shape
+    rh = grid[1] * arch.patch_size
+    assert rh != h and grid[2] * arch.patch_size == w  # the kernel's case: rows only
+    frames = np.stack([_pillow(f, rh) for f in decoded.frames])
+    expected, _ = image.patchify(frames, arch)
+    assert np.array_equal(pixels, expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    h=st.integers(1, 120),
+    w=st.integers(1, 24),
+    height=st.integers(1, 300),
+    channels=st.sampled_from([3, 4]),
+    seed=st.integers(0, 2**32 - 1),
+    binary=st.booleans(),
+)
+def test_random_pixels_equal_pillow(
+    h: int, w: int, height: int, channels: int, seed: int, binary: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    if binary:  # hard edges: the clamp to 0 and 255 is reached
+        rgb = (rgb > 127).astype(np.uint8) * 255
+    ref = _pillow(rgb, height)
+    assert np.array_equal(resample.vertical(rgb, height), ref)
+    src = rgb if channels == 3 else np.concatenate([rgb, np.full((h, w, 1), 255, np.uint8)], axis=2)
+    assert np.array_equal(np.moveaxis(resample.vertical_planes(src, height), 0, -1), ref)
+
+
+def test_coefficients_sum_to_one_in_fixed_point() -> None:
+    """Each output row's taps (Pillow's normalised, rounded weights) add up to 2**22 within the
+    rounding of their count, and stay inside the input; the kernels use the same precision."""
+    from render_service.render.multimodal import _resample_kernels
+
+    assert _resample_kernels.PRECISION_BITS == resample.PRECISION_BITS == 22
+    for n_in, n_out in [(3000, 3008), (240, 256), (900, 100), (1, 7)]:
+        bounds, kk = resample.coefficients(n_in, n_out)
+        assert np.all(np.abs(kk.sum(axis=1) - (1 << resample.PRECISION_BITS)) <= kk.shape[1])
+        assert np.all(bounds[:, 0] >= 0) and np.all(bounds.sum(axis=1) <= n_in)
+
+
+def test_png_through_the_dispatch_equals_pillow() -> None:
+    """A decoded PNG (not a JPEG) is resized by the same dispatch with the same bytes."""
+    img = Image.open(io.BytesIO((MEDIA / "rgb_tall_300x900.png").read_bytes())).convert("RGB")
+    planes = image.resize_planes(img, 912, 300)
+    ref = np.asarray(img.resize((300, 912), Image.Resampling.BICUBIC))
+    assert np.array_equal(np.stack(planes, axis=-1), ref)
+
+
+@pytest.mark.parametrize("name", VIDEOS)
+def test_video_decode_equals_per_frame_to_ndarray(name: str) -> None:
+    """``decode_video``'s shared reformatter gives the pixels of PyAV's per-frame
+    ``to_ndarray(format="rgb24")``."""
+    av = pytest.importorskip("av")
+    data = (MEDIA / name).read_bytes()
+    decoded = video.decode_video(data, _arch(FAMILIES[0]), 10**9, {})
+    with av.open(io.BytesIO(data)) as container:
+        frames = list(container.decode(container.streams.video[0]))
+    expected = np.stack([frames[i].to_ndarray(format="rgb24") for i in decoded.indices])
+    assert np.array_equal(decoded.frames, expected)
