@@ -6,6 +6,7 @@ CPU is read per thread from ``/proc/PID/task/TID/schedstat`` (ns), not from 10 m
 * ``render chat_9k``: ``/v1/chat/completions/render`` of ../shared/bench/chat_9k.json with only
   the last message varied per request (earlier turns repeat, as in a conversation), for ours and,
   when ``RS_URL`` / ``PEER_URL`` are set, for ``vllm-rs render`` and ``vllm launch render``
+  (and with ``BEFORE_URL``, a server of another build of ours started with the same flags)
   (processes found by their listening port; they must run on this machine). Target: ours below
   vllm-rs. The same for a 2-message chat (:data:`SHORT_CHAT`): the fixed per-request cost.
 * ``later chunk``: a streaming chat derender call carrying one token, the previous
@@ -147,8 +148,11 @@ def render_rows(res: Any, ctx: Any) -> None:
     ours = ctx.server(1)
     ours.settle()
     targets = [("ours", ours.url, _tree(ours.proc.pid), SERVED_NAME)]
-    for label, env in (("vllm-rs render", "RS_URL"), ("vllm launch render", "PEER_URL")):
+    for label, env in (("vllm-rs render", "RS_URL"), ("vllm launch render", "PEER_URL"),
+                       ("another build", "BEFORE_URL")):
         url = os.environ.get(env) or (ctx.peer_url if env == "PEER_URL" else None)
+        if not url and env == "BEFORE_URL":  # optional: a render-service of another commit
+            continue
         if not url:
             res.skip("hotpaths", f"render chat_9k server CPU, {label}", f"set {env}")
             continue
