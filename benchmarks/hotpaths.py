@@ -6,8 +6,9 @@ CPU is read per thread from ``/proc/PID/task/TID/schedstat`` (ns), not from 10 m
 * ``render chat_9k``: ``/v1/chat/completions/render`` of ../shared/bench/chat_9k.json with only
   the last message varied per request (earlier turns repeat, as in a conversation), for ours and,
   when ``RS_URL`` / ``PEER_URL`` are set, for ``vllm-rs render`` and ``vllm launch render``
+  (and with ``BEFORE_URL``, a server of another build of ours started with the same flags)
   (processes found by their listening port; they must run on this machine). Target: ours below
-  vllm-rs.
+  vllm-rs. The same for a 2-message chat (:data:`SHORT_CHAT`): the fixed per-request cost.
 * ``later chunk``: a streaming chat derender call carrying one token, the previous
   ``stream_state`` and nothing else (no ``chat_request``, no prompt ids), against the bare route of
   :mod:`benchmarks.bare_server` (same uvicorn stack, orjson parse of the very same request bytes,
@@ -126,6 +127,13 @@ def _stream(
         conn.close()
 
 
+#: The smallest real render: a system prompt and one user message, no tools (its cost is the
+#: fixed per-request cost, e.g. most of a cached image turn's).
+SHORT_CHAT: dict[str, Any] = {"messages": [{"role": "system", "content": "You are a helpful assistant."},
+                                           {"role": "user", "content": "What is the capital of France?"}],
+                              "max_tokens": 64}
+
+
 def _last_varied(body: dict[str, Any], nonce: str) -> dict[str, Any]:
     out = copy.copy(body)
     out["messages"] = list(body["messages"])
@@ -140,8 +148,11 @@ def render_rows(res: Any, ctx: Any) -> None:
     ours = ctx.server(1)
     ours.settle()
     targets = [("ours", ours.url, _tree(ours.proc.pid), SERVED_NAME)]
-    for label, env in (("vllm-rs render", "RS_URL"), ("vllm launch render", "PEER_URL")):
+    for label, env in (("vllm-rs render", "RS_URL"), ("vllm launch render", "PEER_URL"),
+                       ("another build", "BEFORE_URL")):
         url = os.environ.get(env) or (ctx.peer_url if env == "PEER_URL" else None)
+        if not url and env == "BEFORE_URL":  # optional: a render-service of another commit
+            continue
         if not url:
             res.skip("hotpaths", f"render chat_9k server CPU, {label}", f"set {env}")
             continue
@@ -155,12 +166,17 @@ def render_rows(res: Any, ctx: Any) -> None:
     rounds = ROUNDS if ctx.repeat >= 10 else 3
     n = max(10, ctx.repeat // 3)
     samples: dict[str, list[float]] = {t[0]: [] for t in targets}
+    short: dict[str, list[float]] = {t[0]: [] for t in targets}
     ids: dict[str, Any] = {}
     for rnd in range(rounds):  # short interleaved rounds, order reversed every other round
         for label, url, pids, name in (targets if rnd % 2 == 0 else targets[::-1]):
             reqs = [light.raw_request(url, "/v1/chat/completions/render",
                                       dict(_last_varied(base, f"r{rnd}-{i}"), model=name)) for i in range(n)]
             samples[label].append(_send_all(url, reqs, pids))
+            reqs = [light.raw_request(url, "/v1/chat/completions/render",
+                                      dict(_last_varied(SHORT_CHAT, f"r{rnd}-{i}"), model=name))
+                    for i in range(2 * n)]
+            short[label].append(_send_all(url, reqs, pids))
             if rnd == 0:
                 body = dict(_last_varied(base, "check"), model=name)
                 answer = httpx.post(url + "/v1/chat/completions/render", json=body, timeout=60)
@@ -171,6 +187,9 @@ def render_rows(res: Any, ctx: Any) -> None:
         same = "" if label == "ours" else f"; token_ids equal to ours: {equal}"
         res.add("hotpaths", f"render chat_9k over HTTP, server CPU/req, {label}", cpu[label],
                 note=f"median of {rounds} interleaved rounds of {n}; last message varied{same}")
+    for label, *_ in targets:
+        res.add("hotpaths", f"render 2-message chat over HTTP, server CPU/req, {label}",
+                statistics.median(short[label]), note=f"median of {rounds} interleaved rounds of {2 * n}")
     if "vllm-rs render" in cpu:
         res.add("hotpaths", "render chat_9k server CPU: ours / vllm-rs", cpu["ours"] / cpu["vllm-rs render"],
                 "x", TARGET_VS_RS, note="goal beyond: 0.5")

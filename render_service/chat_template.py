@@ -31,6 +31,7 @@ from typing import Any
 import jinja2
 import jinja2.ext
 import jinja2.nodes
+import orjson
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import TemplateRenderError
@@ -64,7 +65,38 @@ def _raise_exception(message: str) -> None:
 def _tojson(
     x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
 ) -> str:
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    """HF's ``tojson`` filter (``json.dumps``), remembered for values seen before (see
+    :data:`_TOJSON_SEEN`)."""
+    try:
+        key = orjson.dumps(x)
+    except (TypeError, orjson.JSONEncodeError):  # a value orjson refuses: never remembered
+        key = None
+    def dumps() -> str:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                          sort_keys=sort_keys)
+
+    if key is None or b"null" in key or len(key) > _TOJSON_MAX_KEY:
+        return dumps()
+    full = (key, repr(ensure_ascii), repr(indent), repr(separators), repr(sort_keys))
+    text = _TOJSON_SEEN.get(full)
+    if text is None:
+        text = dumps()
+        if len(_TOJSON_SEEN) >= _TOJSON_ENTRIES:
+            _TOJSON_SEEN.clear()
+        _TOJSON_SEEN[full] = text
+    return text
+
+
+_TOJSON_SEEN: dict[tuple[bytes, str, str, str, str], str] = {}
+"""``tojson`` results by the value's orjson bytes and the filter's arguments. The templates print
+the request's tools and history tool-call arguments with it on every render, each ~5 µs of
+``json.dumps``; a conversation sends the same ones again on each turn. The orjson bytes identify
+the value for ``json.dumps``: the same bytes come only from values that ``json.dumps`` writes the
+same (same key order, types and floats; orjson refuses non-string keys, integers beyond 64 bits
+and other types, which are then never remembered), except that orjson writes NaN and infinities
+as ``null``, so a value whose bytes hold ``null`` is never remembered either."""
+_TOJSON_ENTRIES = 4096
+_TOJSON_MAX_KEY = 65_536
 
 
 def _strftime_now(fmt: str) -> str:

@@ -247,8 +247,14 @@ def normalize(messages: Any, content_format: str = "string", developer_role: boo
     """
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages must be a non-empty list", param="messages")
-    primary, normalised, count = [], [], 0
+    primary: list[dict[str, Any]] = []
+    normalised: list[tuple[dict[str, Any], list[dict[str, Any]] | None]] = []
+    count = 0
     for i, message in enumerate(messages):
+        if _is_plain(message, content_format):  # nothing to change: the checks below pass it as is
+            normalised.append((dict(message), None))
+            primary.append(dict(message))
+            continue
         out, raw_calls = _normalize_message(message, f"messages.{i}", content_format, media)
         count += len(raw_calls or ())
         normalised.append((out, raw_calls))
@@ -256,6 +262,21 @@ def normalize(messages: Any, content_format: str = "string", developer_role: boo
     if not developer_role:
         primary = developer_as_system(primary)
     return Conversation(primary, count, normalised, developer_role)
+
+
+#: Keys of a message that :func:`_normalize_message` leaves as they are when their values are strings.
+_PLAIN_KEYS = frozenset({"role", "content", "name", "tool_call_id"})
+
+
+def _is_plain(message: Any, content_format: str) -> bool:
+    """Whether ``message`` is a plain text message that normalisation returns unchanged: a dict
+    of a known role with string ``content`` (kept as a string: ``string`` format, or a tool
+    message), only :data:`_PLAIN_KEYS`, and no ``None`` value (so every view keeps it whole)."""
+    if type(message) is not dict or type(message.get("content")) is not str:
+        return False
+    role = message.get("role")
+    return (type(role) is str and role in ROLES and (content_format == "string" or role == "tool")
+            and _PLAIN_KEYS.issuperset(message) and all(type(v) is str for v in message.values()))
 
 
 def _normalize_message(

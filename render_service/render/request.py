@@ -63,11 +63,19 @@ def generate_request(
     pass-through fields plus ``token_ids``, ``sampling_params`` and endpoint-specific ``extra``.
 
     ``token_ids`` (the encoder's ints) skip pydantic: validating and dumping 9k ids cost 0.2 ms
-    per request; the model builds every other key, in its order, and the ids are put in place."""
+    per request; the model builds every other key, in its order, and the ids are put in place.
+    ``sampling_params`` and ``parse_context.tools`` (plain JSON values we built, typed ``Any``
+    there) are put in place the same way: dumping would only copy them (the request's tool
+    schemas, ~30 µs for six tools)."""
+    context = extra.get("parse_context")
+    tools = None
+    if isinstance(context, dict) and isinstance(context.get("tools"), list):
+        tools = context["tools"]
+        extra["parse_context"] = {**context, "tools": []}
     out = GenerateRequest(
         request_id=request_id,
         token_ids=[],
-        sampling_params=sampling_params,
+        sampling_params={},
         model=model,
         return_token_ids=req.return_token_ids,
         stream=req.stream,
@@ -79,4 +87,7 @@ def generate_request(
         **extra,
     ).model_dump()
     out["token_ids"] = token_ids if type(token_ids) is list else list(token_ids)
+    out["sampling_params"] = sampling_params
+    if tools is not None:
+        out["parse_context"]["tools"] = tools
     return out

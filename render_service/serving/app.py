@@ -39,7 +39,7 @@ from ..fingerprint import config_fingerprint
 from ..models import ModelBundle, load_bundle
 from ..render.multimodal.serde import json_default
 from ..settings import Settings
-from . import fastlane, metrics
+from . import fastlane, metrics, render_lane
 from . import openapi as openapi_bodies
 from .auth import ApiKeyAuth, ensure_stream_state_keys
 from .lifecycle import install_drain_handler, settings_from_env
@@ -209,6 +209,12 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
     fastlane.install(app, {"/v1/chat/completions/derender": derender.derender_chat,
                            "/v1/completions/derender": derender.derender_completion},
                      settings, limits, is_small_stream_chunk)
+    render_lane.install(app, {"/v1/chat/completions/render": render.render_chat,
+                              "/v1/completions/render": render.render_completion,
+                              "/v1/messages/render": render.render_messages,
+                              "/v1/responses/render": render.render_responses},
+                        settings, limits, call_counting,
+                        lambda result: media_response(result) or json_response(result))
 
     if settings.engine_urls:  # gateway mode: OpenAI endpoints over tokens-only engines (README "Gateway")
         from .gateway import install_gateway

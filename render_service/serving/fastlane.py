@@ -172,11 +172,16 @@ class LaneApp(FastAPI):
     middleware stack), which serves everything else and whatever the lane leaves."""
 
     lane: FastLane | None = None
+    render_lane: Any = None  # a render_lane.RenderLane (that module imports this one)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         lane = self.lane
         if lane is not None and scope["type"] == "http" and scope["path"] in lane.handlers:
             await lane(scope, receive, send)
+            return
+        render = self.render_lane
+        if render is not None and scope["type"] == "http" and scope["path"] in render.paths:
+            await render(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 

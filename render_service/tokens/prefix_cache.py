@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -104,6 +105,86 @@ def entry_bytes(piece: str, ids: tuple[int, ...]) -> int:
     return sys.getsizeof(piece) + sys.getsizeof(ids) + _INT_BYTES * len(ids) + _ENTRY_OVERHEAD
 
 
+RECENT_TEXTS = 4
+"""Whole texts :class:`RecentTexts` keeps (the conversations most recently encoded)."""
+
+
+def prefix_reuse_ok(added: dict[str, int]) -> bool:
+    """Whether the ids of a text's head up to the end of an added token can be reused for another
+    text with the same head: true when no added token contains another one (then no
+    leftmost-longest match can start before that token's end and end after it, so both texts are
+    cut the same way up to there, see :class:`RecentTexts`)."""
+    return all(a == b or a not in b for a in added for b in added)
+
+
+class RecentTexts:
+    """The last few whole texts a :class:`CachedEncoder` encoded, with their ids and, for each
+    added token, the character offset just after it and the number of ids up to it.
+
+    A new text that starts with one of them up to such an offset ``b`` (a conversation's next
+    turn, or the same turn with its last message changed) is cut at added tokens exactly as that
+    text was up to ``b`` (:func:`prefix_reuse_ok`), and the pieces are encoded one by one, so its
+    ids up to ``b`` are the kept ones: only ``text[b:]`` is cut and looked up. Safe to call from
+    many threads (entries are replaced whole, never changed).
+    """
+
+    def __init__(self, added: dict[str, int], count: int) -> None:
+        self.added = added
+        self.count = count
+        self.usable = prefix_reuse_ok(added)
+        # (text, ids, token ends, ids up to each, non-empty pieces up to each); lists never changed
+        self._texts: list[tuple[str, list[int], list[int], list[int], list[int]]] = []
+        self._lock = threading.Lock()
+
+    def head(self, text: str) -> tuple[int, list[int], list[int], list[int], list[int]]:
+        """``(b, ids, ends, counts, pieces)`` of the longest kept head of ``text`` (``b`` = 0:
+        none): the ids of ``text[:b]``, and for each added token up to ``b`` the offset after it,
+        the ids and the non-empty pieces up to it, as new lists."""
+        best: tuple[int, int, Any] = (0, 0, None)
+        for entry in list(self._texts):  # most recent first
+            if 2 * best[0] >= len(text):  # good enough: each further comparison copies the text
+                break
+            same = common_prefix_length(text, entry[0])
+            if same <= best[0]:
+                continue
+            k = bisect_right(entry[2], same)
+            if k and entry[2][k - 1] > best[0]:
+                best = (entry[2][k - 1], k, entry)
+        b, k, entry = best
+        if entry is None:
+            return 0, [], [], [], []
+        return b, entry[1][:entry[3][k - 1]], entry[2][:k], entry[3][:k], entry[4][:k]
+
+    def remember(self, text: str, ids: list[int], ends: list[int], counts: list[int],
+                 pieces: list[int]) -> None:
+        """Keep ``text`` (most recent first; the oldest beyond ``count`` is dropped)."""
+        entry = (text, ids.copy(), ends.copy(), counts.copy(), pieces.copy())  # never changed
+        with self._lock:
+            kept = [e for e in self._texts if e[0] != text][: self.count - 1]
+            self._texts = [entry, *kept]
+
+
+def common_prefix_length(a: str, b: str, block: int = 16384) -> int:
+    """Length of the longest common prefix of ``a`` and ``b`` (compared a block at a time in C,
+    then bisected inside the first differing block)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i:i + block] == b[i:i + block]:
+        i += block
+    if i >= n:
+        return n
+    lo, hi = i, min(i + block, n)
+    if a[lo:hi] == b[lo:hi]:
+        return hi
+    while hi - lo > 1:  # the first difference is in [lo, hi)
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 class CachedEncoder:
     """``encode(text)`` ≡ ``encoder.encode(text)``, re-encoding only pieces not seen recently.
 
@@ -120,15 +201,18 @@ class CachedEncoder:
     """
 
     def __init__(
-        self, encoder: PieceEncoder, max_bytes: int = DEFAULT_MAX_BYTES, max_entry_bytes: int | None = None
+        self, encoder: PieceEncoder, max_bytes: int = DEFAULT_MAX_BYTES, max_entry_bytes: int | None = None,
+        recent_texts: int = RECENT_TEXTS,
     ) -> None:
         self.encoder = encoder
+        self.recent_texts = recent_texts
         self.max_bytes = max_bytes
         self.max_entry_bytes = max_bytes // 4 if max_entry_bytes is None else max_entry_bytes
         self.stats = CacheStats()
         self.observer: Callable[[int, int], None] | None = None
         self.settled = threading.Event()
         """Set once the encoder is final (see :func:`build_prompt_encoder` ``background``)."""
+        self._recent: RecentTexts | None = None
         self._map: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._sizes: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -136,16 +220,19 @@ class CachedEncoder:
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; identical to ``encoder.encode(text)`` (see module docstring)."""
         encoder = self.encoder
-        parts = encoder.split_added(text)  # piece, added token, piece, ..., piece
+        recent = self._recent_for(encoder.added)
+        start, ids, ends, counts, done = recent.head(text) if recent is not None else (0, [], [], [], [])
+        parts = encoder.split_added(text[start:] if start else text)  # piece, added token, ..., piece
         pieces, tokens = parts[0::2], parts[1::2]
-        found, hits, misses = self._lookup(pieces)
+        found, hits, misses = self._lookup(pieces, done[-1] if done else 0)
         if self.observer is not None:
             self.observer(hits, misses)
+        pieces_done = done[-1] if done else 0
         added = encoder.added
-        ids: list[int] = []
         extend, append = ids.extend, ids.append
         new: list[tuple[str, tuple[int, ...]]] = []
         last = len(tokens)
+        at = start
         for j, cached in enumerate(found):
             if cached is None:
                 part = pieces[j]
@@ -153,16 +240,38 @@ class CachedEncoder:
                 new.append((part, cached))
             extend(cached)
             if j < last:
-                append(added[tokens[j]])
+                token = tokens[j]
+                append(added[token])
+                if recent is not None:
+                    at += len(pieces[j]) + len(token)
+                    pieces_done += bool(pieces[j])
+                    ends.append(at)
+                    counts.append(len(ids))
+                    done.append(pieces_done)
         if new:
             self._store(new)
+        if recent is not None:
+            recent.remember(text, ids, ends, counts, done)
         return ids
 
-    def _lookup(self, pieces: list[str]) -> tuple[list[tuple[int, ...] | None], int, int]:
+    def _recent_for(self, added: dict[str, int]) -> RecentTexts | None:
+        """The :class:`RecentTexts` of the current encoder's added-token table (made anew after
+        the encoder is swapped), ``None`` when turned off or the table does not allow it."""
+        recent = self._recent
+        if recent is not None and recent.added is added:
+            return recent if recent.usable else None
+        if self.recent_texts <= 0:
+            return None
+        recent = RecentTexts(added, self.recent_texts)
+        self._recent = recent
+        return recent if recent.usable else None
+
+    def _lookup(self, pieces: list[str], reused: int = 0) -> tuple[list[tuple[int, ...] | None], int, int]:
         """The cached ids of each piece (``()`` for an empty one, ``None`` when not cached),
-        and the number of hits and misses (empty pieces are not counted)."""
+        and the number of hits and misses (empty pieces are not counted; ``reused``: pieces of
+        a kept head, :class:`RecentTexts`, counted as hits)."""
         out: list[tuple[int, ...] | None] = []
-        hits = misses = 0
+        hits, misses = reused, 0
         with self._lock:
             get, touch = self._map.get, self._map.move_to_end
             for piece in pieces:

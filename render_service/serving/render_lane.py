@@ -1,0 +1,176 @@
+"""The render lane: one pure-ASGI step for ``POST /v1/*/render`` in front of the app.
+
+A render's own work is about a millisecond; through the whole stack it paid as much again for
+FastAPI's and Starlette's entry, the three middleware (:mod:`.observe`, :mod:`.auth`,
+:mod:`.limits`), routing, dependency solving and the request/response classes. The lane does for
+a render what that stack does and nothing else, in the same order: the request id
+(``X-Request-Id`` or a fresh one), the API-key check, the body-size limit, the media-type check
+and the orjson parse, :func:`.limits.check_body`, the body's ``request_id``, the handler on the
+worker pool, the answer (the app's own ``answer(result)``: the same bytes and headers), the
+``X-Request-Id`` and fingerprint headers, the request/latency/in-flight/token metrics and the
+access-log line.
+
+An error the handler (or the pool, or the body limits) raises is answered by the app's own
+exception handler for its class (``app.exception_handlers``), so its status and body are the full
+stack's. A request the lane does not take on (not ``POST``, a ``root_path``, still loading, a
+missing key, a body over the limit or cut short, another media type, bad JSON) and an exception no
+specific handler claims (a bug: the full stack logs it and answers 500) go to the full app, the
+already-read body replayed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..render.multimodal import state_for
+from . import metrics
+from .auth import GUARDED_PREFIXES, ApiKeyAuth
+from .fastlane import LaneApp, _read_body, _replay, _wanted_headers
+from .limits import BodyLimits, WorkerPool, check_body
+from .observe import FINGERPRINT_HEADER, REQUEST_ID_HEADER, access_log, client_request_id, new_request_id
+
+#: ``(path, body, pool, body bytes) -> (result, token count)``, awaited: runs the render handler.
+Run = Callable[[str, Any, WorkerPool, int], Any]
+
+INLINE_RENDER_BYTES = 16_384
+"""A render of a text-only model whose body is at most this many bytes runs on the event loop:
+its work (about 0.1 ms for a short chat) costs less than the hand-off to a worker thread and
+back (~0.08 ms of CPU). Larger bodies, and every render of a vision-language model (media may be
+fetched), run on the worker pool."""
+Answer = Callable[[Any], Response]
+
+_REQUEST_ID = REQUEST_ID_HEADER.encode()
+_FINGERPRINT = FINGERPRINT_HEADER.encode()
+
+
+class RenderLane:
+    """ASGI step answering the render ``paths`` (see the module docstring); the rest goes to ``app``.
+
+    ``run(path, body, pool, body bytes)`` is awaited for the result and its token count; ``answer(result)``
+    builds the 200 response; ``state`` is the app's state (``fingerprint``, ``pool``);
+    ``exception_handlers`` the app's handler table (class → ``handler(request, exc)``).
+    """
+
+    def __init__(self, app: ASGIApp, paths: frozenset[str], run: Run, answer: Answer,
+                 state: Any, exception_handlers: dict[Any, Any], limits: BodyLimits,
+                 max_body: int, api_keys: tuple[str, ...]) -> None:
+        self.app = app
+        self.paths = paths
+        self.run = run
+        self.answer = answer
+        self.state = state
+        self.exception_handlers = exception_handlers
+        self.limits = limits
+        self.max_body = max_body
+        self.auth = ApiKeyAuth(app, api_keys) if api_keys else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        fp = self.state.fingerprint
+        if fp is None or scope.get("method") != "POST" or scope.get("root_path"):
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        raw, stopped = await _read_body(receive, self.max_body)
+        body = self._parsed(scope, raw) if stopped is None else None
+        if body is None:
+            await self.app(scope, _replay(raw, stopped, receive), send)
+            return
+        path = scope["path"]
+        given = client_request_id(scope)
+        request_id = given or new_request_id()
+        in_flight = metrics.IN_FLIGHT.labels(path)
+        in_flight.inc()
+        status, replayed = 500, False
+        try:
+            try:
+                response = await self._render(path, body, given is not None, request_id, len(raw))
+            except Exception as exc:  # noqa: BLE001 - answered by the app's handler for its class
+                handler = self._handler_for(exc)
+                if handler is None:  # a bug: the full stack logs it and answers 500, as without the lane
+                    replayed = True
+                    await self.app(scope, _replay(raw, None, receive), send)
+                    return
+                response = await handler(Request(scope, receive), exc)
+            status = response.status_code
+
+            async def with_headers(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    message = {**message, "headers": [*message.get("headers", ()),
+                                                      (_REQUEST_ID, request_id.encode()),
+                                                      (_FINGERPRINT, fp.encode())]}
+                await send(message)
+
+            await response(scope, receive, with_headers)
+        finally:
+            in_flight.dec()
+            if not replayed:
+                elapsed = time.perf_counter() - start
+                metrics.REQUESTS.labels(path, "POST", str(status)).inc()
+                metrics.LATENCY.labels(path, "POST", str(status)).observe(elapsed)
+                if access_log.isEnabledFor(20):  # INFO
+                    access_log.info("%s %s %d", "POST", path, status, extra={
+                        "request_id": request_id, "method": "POST", "path": path, "status": status,
+                        "duration_ms": round(elapsed * 1000, 3)})
+
+    def _parsed(self, scope: Scope, raw: bytes) -> Any:
+        """The parsed body, or ``None`` when the full app must answer (key, media type, JSON)."""
+        headers = _wanted_headers(scope)
+        if self.auth is not None and scope["path"].startswith(GUARDED_PREFIXES) \
+                and not self.auth.authorized(headers):
+            return None
+        ctype = headers.get("content-type", "")
+        if ctype and not ctype.split(";")[0].strip().lower().endswith("json"):
+            return None
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None
+
+    async def _render(self, path: str, body: Any, id_from_client: bool, request_id: str,
+                      size: int) -> Response:
+        """What the app's render route does with a parsed body (see ``create_app``'s ``post``)."""
+        check_body(body, self.limits)
+        if isinstance(body, dict) and (id_from_client or not body.get("request_id")):
+            fresh = not id_from_client and path == "/v1/responses/render"
+            body["request_id"] = ("resp_" if fresh else "") + request_id
+        result, tokens = await self.run(path, body, self.state.pool, size)
+        metrics.TOKENS_RENDERED.labels(path).inc(tokens)
+        return self.answer(result)
+
+    def _handler_for(self, exc: Exception) -> Any:
+        """The app's handler for ``exc``'s nearest class, ``None`` for the catch-all ``Exception``."""
+        for cls in type(exc).__mro__:
+            if cls is Exception:
+                return None
+            handler = self.exception_handlers.get(cls)
+            if handler is not None:
+                return handler
+        return None
+
+
+def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], settings: Any,
+            limits: BodyLimits, call: Callable[..., Any], answer: Answer) -> None:
+    """Give the :class:`~.fastlane.LaneApp` ``app`` a :class:`RenderLane` for the render
+    ``handlers`` (``path -> handler(bundle, settings, body)``), each run on the app's pool as
+    ``call(handler, bundle, settings, body, True)`` (the app's ``call_counting``)."""
+
+    async def run(path: str, body: Any, pool: WorkerPool, size: int) -> Any:
+        bundle = app.state.bundle
+        if size <= INLINE_RENDER_BYTES and state_for(bundle, settings) is None:
+            return call(handlers[path], bundle, settings, body, True)
+        return await pool.run(call, handlers[path], bundle, settings, body, True)
+
+    async def whole_app(scope: Scope, receive: Receive, send: Send) -> None:
+        await FastAPI.__call__(app, scope, receive, send)
+
+    app.render_lane = RenderLane(whole_app, frozenset(handlers), run, answer, app.state,
+                                 app.exception_handlers, limits, settings.max_request_body_bytes,
+                                 settings.api_keys)
