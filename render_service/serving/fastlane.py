@@ -51,15 +51,13 @@ class FastLane:
         self.max_body = max_body
         self.auth = ApiKeyAuth(app, api_keys) if api_keys else None
         self.fingerprint = fingerprint
-        self._children: dict[str, tuple[Any, Any, Any, Any]] = {}
+        self._tallies: dict[str, metrics.AnswerTally] = {}
 
-    def _metrics(self, path: str) -> tuple[Any, Any, Any, Any]:
-        hit = self._children.get(path)
-        if hit is None:
-            hit = (metrics.IN_FLIGHT.labels(path), metrics.REQUESTS.labels(path, "POST", "200"),
-                   metrics.LATENCY.labels(path, "POST", "200"), metrics.TOKENS_DERENDERED.labels(path))
-            self._children[path] = hit
-        return hit
+    def _tally(self, path: str) -> metrics.AnswerTally:
+        tally = self._tallies.get(path)
+        if tally is None:
+            tally = self._tallies[path] = metrics.AnswerTally(path)
+        return tally
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = self.handlers.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -75,8 +73,8 @@ class FastLane:
             return
         payload, tokens = result
         path = scope["path"]
-        in_flight, requests, latency, token_counter = self._metrics(path)
-        in_flight.inc()
+        tally = self._tally(path)
+        tally.started()
         given = client_request_id(scope)
         request_id = given or new_request_id()
         try:
@@ -88,11 +86,8 @@ class FastLane:
             ]})
             await send({"type": "http.response.body", "body": payload})
         finally:
-            in_flight.dec()
             elapsed = time.perf_counter() - start
-            requests.inc()
-            latency.observe(elapsed)
-            token_counter.inc(tokens)
+            tally.answered(elapsed, tokens)
             if access_log.isEnabledFor(20):  # INFO
                 access_log.info("%s %s %d", "POST", path, 200, extra={
                     "request_id": request_id, "method": "POST", "path": path, "status": 200,
