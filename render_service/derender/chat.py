@@ -213,7 +213,8 @@ def _delta_choice(out: StepOutput, choice: GenerateChoice, state: StreamState) -
     }
     if out.tool_calls:
         delta["tool_calls"] = out.tool_calls
-    state.role = True
+    if not state.role:
+        state.role = True
     return {
         "index": choice.index,
         "delta": delta,

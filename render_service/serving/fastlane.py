@@ -52,6 +52,7 @@ class FastLane:
         self.auth = ApiKeyAuth(app, api_keys) if api_keys else None
         self.fingerprint = fingerprint
         self._tallies: dict[str, metrics.AnswerTally] = {}
+        self._fingerprint_bytes = ("", b"")
 
     def _tally(self, path: str) -> metrics.AnswerTally:
         tally = self._tallies.get(path)
@@ -81,8 +82,8 @@ class FastLane:
             await send({"type": "http.response.start", "status": 200, "headers": [
                 (b"content-length", str(len(payload)).encode()),
                 (b"content-type", b"application/json"),
-                (REQUEST_ID_HEADER.encode(), request_id.encode()),
-                (FINGERPRINT_HEADER.encode(), fp.encode()),
+                (_REQUEST_ID, request_id.encode()),
+                (_FINGERPRINT, self._encoded(fp)),
             ]})
             await send({"type": "http.response.body", "body": payload})
         finally:
@@ -92,6 +93,13 @@ class FastLane:
                 access_log.info("%s %s %d", "POST", path, 200, extra={
                     "request_id": request_id, "method": "POST", "path": path, "status": 200,
                     "duration_ms": round(elapsed * 1000, 3)})
+
+    def _encoded(self, fingerprint: str) -> bytes:
+        """``fingerprint`` as header bytes (encoded once: it changes only with a reload)."""
+        last = self._fingerprint_bytes
+        if last[0] != fingerprint:
+            last = self._fingerprint_bytes = (fingerprint, fingerprint.encode())
+        return last[1]
 
     def _answer(self, scope: Scope, handler: Handler, raw: bytes) -> tuple[bytes, int] | None:
         """The answer bytes and token count, or ``None`` to leave the request to the full app."""
@@ -114,6 +122,7 @@ class FastLane:
             return None
 
 
+_REQUEST_ID, _FINGERPRINT = REQUEST_ID_HEADER.encode(), FINGERPRINT_HEADER.encode()
 _WANTED = {b"authorization": "authorization", b"content-type": "content-type"}
 
 
