@@ -69,10 +69,15 @@ PARSER_NEEDS_REQUEST_STREAM = (
 )
 
 
+#: ``DerenderChatStreamRequest.model_validate`` without its keyword-argument wrapper (once per
+#: streamed chunk; the same validator, the same errors).
+_VALIDATE_STREAM = DerenderChatStreamRequest.__pydantic_validator__.validate_python
+
+
 def derender_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
     """Chat derender; dispatches on ``body["stream"]``."""
     if is_stream(body):
-        return _chat_stream(bundle, settings, DerenderChatStreamRequest.model_validate(body))
+        return _chat_stream(bundle, settings, _VALIDATE_STREAM(body))
     return _chat_batch(bundle, settings, DerenderChatRequest.model_validate(body))
 
 

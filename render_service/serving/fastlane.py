@@ -117,9 +117,19 @@ class FastLane:
             result = handler(body)
             # is_chunk checked the shape; a non-integer id would have failed the handler
             tokens = sum(len(c["token_ids"]) for c in body["generate_chunk"]["choices"])
-            return orjson.dumps(result, option=orjson.OPT_NON_STR_KEYS), tokens
+            return _dumps(result), tokens
         except Exception:  # noqa: BLE001 - the full app answers every failure in its own shape
             return None
+
+
+def _dumps(result: Any) -> bytes:
+    """``result`` as JSON; plain ``orjson.dumps`` first (every key of a chunk answer is a string,
+    and ``OPT_NON_STR_KEYS`` doubles the cost), the full app's non-string-key option otherwise
+    (the same bytes)."""
+    try:
+        return orjson.dumps(result)
+    except TypeError:
+        return orjson.dumps(result, option=orjson.OPT_NON_STR_KEYS)
 
 
 _REQUEST_ID, _FINGERPRINT = REQUEST_ID_HEADER.encode(), FINGERPRINT_HEADER.encode()
