@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
+import threading
 import weakref
 from array import array
 from bisect import bisect_left
@@ -186,13 +187,14 @@ class AnswerTally:
     The series are created when the tally is (so they appear in ``/metrics`` exactly when direct
     updates would have created them) and read the same after folding: counts and bucket counts
     are exact; the latency sum is added once per fold instead of once per request (the same
-    value up to float rounding). Not thread-safe: one event-loop thread updates a tally and the
-    ``/metrics`` route, on that loop, folds it. In multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``)
-    another process may serve ``/metrics``, so every update is folded at once (direct updates).
+    value up to float rounding). Thread-safe (one lock; a process may run several servers, e.g.
+    tests, and any of them may read ``/metrics``). In multiprocess mode
+    (``PROMETHEUS_MULTIPROC_DIR``) another process may serve ``/metrics``, so every update is
+    folded at once (direct updates).
     """
 
     __slots__ = ("requests", "in_flight", "latency", "buckets", "tokens", "_series", "_direct",
-                 "__weakref__")
+                 "_lock", "__weakref__")
 
     def __init__(self, endpoint: str) -> None:
         in_flight, requests = IN_FLIGHT.labels(endpoint), REQUESTS.labels(endpoint, "POST", "200")
@@ -205,26 +207,33 @@ class AnswerTally:
         self.requests = self.in_flight = self.tokens = 0
         self.latency = 0.0
         self.buckets = [0] * len(_BOUNDS)
+        self._lock = threading.Lock()
         _TALLIES.add(self)
 
     def started(self) -> None:
         """One request of this endpoint began."""
-        self.in_flight += 1
-        if self._direct:
-            self.fold()
+        with self._lock:
+            self.in_flight += 1
+            if self._direct:
+                self._fold()
 
     def answered(self, seconds: float, tokens: int) -> None:
         """That request's answer was sent, ``seconds`` after it began, derendering ``tokens`` ids."""
-        self.in_flight -= 1
-        self.requests += 1
-        self.latency += seconds
-        self.buckets[bisect_left(_BOUNDS, seconds)] += 1  # the first bucket with seconds <= le
-        self.tokens += tokens
-        if self._direct:
-            self.fold()
+        with self._lock:
+            self.in_flight -= 1
+            self.requests += 1
+            self.latency += seconds
+            self.buckets[bisect_left(_BOUNDS, seconds)] += 1  # the first bucket with seconds <= le
+            self.tokens += tokens
+            if self._direct:
+                self._fold()
 
     def fold(self) -> None:
         """Add what was counted since the last fold to the prometheus series."""
+        with self._lock:
+            self._fold()
+
+    def _fold(self) -> None:
         in_flight, requests, latency, tokens = self._series
         if self.in_flight:
             in_flight.inc(self.in_flight)
