@@ -110,17 +110,20 @@ class Parser:
         return state["r"]["mode"] not in self.reasoning.reasoning_modes
 
     def feed(
-        self, state: dict[str, Any], text: str, token_ids: Sequence[int] = ()
+        self, state: dict[str, Any], text: str, token_ids: Sequence[int] = (), *, in_place: bool = False
     ) -> tuple[dict[str, Any], list[Delta]]:
         """One chunk of new text (markers as text); ``token_ids`` are accepted but markers are
         matched on text. Returns a new state (the argument is not modified) and 0 or 1 deltas.
-        Cost: O(len(text) + held-back text); copying the state is O(its size), which is flat."""
-        new = _copy_state(state)
+        Cost: O(len(text) + held-back text); copying the state is O(its size), which is flat.
+        ``in_place``: the caller owns ``state`` and never looks back at it, so it is advanced
+        and returned as the new state instead of copied first."""
+        new = state if in_place else _copy_state(state)
         return new, self._step(new, text, final=False)
 
-    def finish(self, state: dict[str, Any]) -> tuple[dict[str, Any], list[Delta]]:
-        """End of stream: flush held partial markers, held calls and withheld arguments."""
-        new = _copy_state(state)
+    def finish(self, state: dict[str, Any], *, in_place: bool = False) -> tuple[dict[str, Any], list[Delta]]:
+        """End of stream: flush held partial markers, held calls and withheld arguments
+        (``in_place`` as in :meth:`feed`)."""
+        new = state if in_place else _copy_state(state)
         return new, self._step(new, "", final=True)
 
     def parse(

@@ -10,7 +10,8 @@ Shapes (see :class:`parsers.Parser`):
   requests. Its size does not grow with the output, except while a tool call is open.
 * ``Parser.feed(state, text, token_ids) -> (state, list[Delta])``: one incremental step with
   the *new* text and token ids only. Cost is proportional to ``len(text)`` (plus a held-back
-  marker prefix), never to the output so far.
+  marker prefix), never to the output so far. ``feed(..., in_place=True)`` (and ``finish``) advance
+  a state the caller owns instead of copying it first.
 * ``Parser.finish(state) -> (state, list[Delta])``: end of stream; flushes held-back text and
   withheld argument suffixes.
 * ``Parser.parse(ctx, prompt_token_ids, text, token_ids) -> ParseResult``: batch parse.

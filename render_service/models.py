@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidRequest
+from .errors import InvalidRequest, UnknownModel
 from .memory import release_memory
 from .settings import Settings
 
@@ -229,8 +229,6 @@ def check_model(bundle: ModelBundle, name: str | None) -> str:
     Raises:
         UnknownModel: ``name`` is set and is not one of ``bundle.names`` (upstream message).
     """
-    from .errors import UnknownModel
-
     if name is None or name == "" or name in bundle.names:
         return bundle.names[0]
     raise UnknownModel(

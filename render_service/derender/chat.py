@@ -69,10 +69,15 @@ PARSER_NEEDS_REQUEST_STREAM = (
 )
 
 
+#: ``DerenderChatStreamRequest.model_validate`` without its keyword-argument wrapper (once per
+#: streamed chunk; the same validator, the same errors).
+_VALIDATE_STREAM = DerenderChatStreamRequest.__pydantic_validator__.validate_python
+
+
 def derender_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
     """Chat derender; dispatches on ``body["stream"]``."""
     if is_stream(body):
-        return _chat_stream(bundle, settings, DerenderChatStreamRequest.model_validate(body))
+        return _chat_stream(bundle, settings, _VALIDATE_STREAM(body))
     return _chat_batch(bundle, settings, DerenderChatRequest.model_validate(body))
 
 
@@ -213,7 +218,8 @@ def _delta_choice(out: StepOutput, choice: GenerateChoice, state: StreamState) -
     }
     if out.tool_calls:
         delta["tool_calls"] = out.tool_calls
-    state.role = True
+    if not state.role:
+        state.role = True
     return {
         "index": choice.index,
         "delta": delta,

@@ -235,7 +235,8 @@ def _advance_chunk(
         logprob_content=choice.logprobs.content if choice.logprobs else None,
         in_place=in_place,
     )
-    new.ci = choice.index
+    if new.ci != choice.index:
+        new.ci = choice.index
     return out, new
 
 

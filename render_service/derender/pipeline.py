@@ -56,9 +56,22 @@ class Pipeline:
     #: adapter: a ``</s>`` inside the output stays text; measured by the differential harness).
     text_special_ids: frozenset[int] = frozenset()
 
+    #: :meth:`drop_ids` by ``skip_special_tokens`` (false, true), made once from the fields above.
+    _drops: tuple[frozenset[int], frozenset[int]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kept = self.kept_ids()
+        drops = tuple(detokenize.drop_set(self.special_ids, kept, skip) for skip in (False, True))
+        object.__setattr__(self, "_drops", drops)
+
     def kept_ids(self) -> frozenset[int] | None:
         """The ids a chat parse keeps as text among the special ones (``None``: no parser)."""
         return None if self.parser is None else self.parser.marker_token_ids | self.text_special_ids
+
+    def drop_ids(self, skip_special_tokens: bool) -> frozenset[int]:
+        """The ids a step leaves out of the text (:func:`.detokenize.drop_set` of this pipeline's
+        special and kept ids), for the request's ``skip_special_tokens``."""
+        return self._drops[skip_special_tokens]
 
     @property
     def cfg(self) -> str:
@@ -171,23 +184,23 @@ def drop_stop_token(
 
 def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) -> tuple[str, str]:
     """Detokenize; returns (text exempt from stop strings (first ``min_tokens``), text to check)."""
-    drop = detokenize.drop_set(
-        pipe.special_ids, pipe.kept_ids(), st.skip
-    )
-    state = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
+    drop = pipe.drop_ids(st.skip)
+    state = before = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
     n_head = max(0, min(len(ids), st.min_tok - st.ntok))
     head = ""
     if n_head:  # inside min_tokens (rare): that part is exempt from stop strings
         head, state = detokenize.step(pipe.detok, state, ids[:n_head], drop)
     tail, state = detokenize.step(pipe.detok, state, ids[n_head:] if n_head else ids, drop)
-    st.ntok = min(st.min_tok, st.ntok + len(ids))
+    if st.ntok != st.min_tok:  # (state fields are written only when they change: a write costs)
+        st.ntok = min(st.min_tok, st.ntok + len(ids))
     if final:
         rest, state = detokenize.flush(pipe.detok, state)
         if st.ntok < st.min_tok:
             head += rest
         else:
             tail += rest
-    st.pend, st.win, st.pre, st.rd = list(state.pending), list(state.window), state.prefix, state.read
+    if state is not before:  # step and flush return their input state when nothing changed
+        st.pend, st.win, st.pre, st.rd = list(state.pending), list(state.window), state.prefix, state.read
     return head, tail
 
 
@@ -204,10 +217,12 @@ def _parse(
         out.content = text
         return
     deltas: list[Any] = []
+    # advance gives every step its own parser state (a copy, or a state its caller owns), which
+    # the parser then advances in place (so the field keeps the same dict)
     if text or ids:
-        st.parser, deltas = pipe.parser.feed(st.parser, text, ids)
+        _, deltas = pipe.parser.feed(st.parser, text, ids, in_place=True)
     if end:
-        st.parser, more = pipe.parser.finish(st.parser)
+        _, more = pipe.parser.finish(st.parser, in_place=True)
         deltas = [*deltas, *more]
     out.content = "".join(d.content for d in deltas if d.content)
     out.reasoning = "".join(d.reasoning for d in deltas if d.reasoning)
@@ -276,7 +291,9 @@ def advance(
         drop_stop_token(pipe, st, ids, finish_reason, stop_reason) if final else (ids, None)
     )
     head, tail = _decode(pipe, st, text_ids, final)
-    emit, st.held, match = stop_strings.step(st.held, tail, st.stops, st.incl)
+    emit, held, match = stop_strings.step(st.held, tail, st.stops, st.incl)
+    if held != st.held:
+        st.held = held
     text = head + emit
     if match is not None:
         text += match.text

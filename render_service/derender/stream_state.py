@@ -51,8 +51,12 @@ COMPRESS_OVER = 512
 COMPRESS_LEVEL = 3
 
 
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    """Unpadded base64url of ``data`` (``base64.urlsafe_b64encode`` without its wrapper calls)."""
+    return binascii.b2a_base64(data, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
 
 
 def _unb64(text: str) -> bytes:

@@ -51,15 +51,14 @@ class FastLane:
         self.max_body = max_body
         self.auth = ApiKeyAuth(app, api_keys) if api_keys else None
         self.fingerprint = fingerprint
-        self._children: dict[str, tuple[Any, Any, Any, Any]] = {}
+        self._tallies: dict[str, metrics.AnswerTally] = {}
+        self._fingerprint_bytes = ("", b"")
 
-    def _metrics(self, path: str) -> tuple[Any, Any, Any, Any]:
-        hit = self._children.get(path)
-        if hit is None:
-            hit = (metrics.IN_FLIGHT.labels(path), metrics.REQUESTS.labels(path, "POST", "200"),
-                   metrics.LATENCY.labels(path, "POST", "200"), metrics.TOKENS_DERENDERED.labels(path))
-            self._children[path] = hit
-        return hit
+    def _tally(self, path: str) -> metrics.AnswerTally:
+        tally = self._tallies.get(path)
+        if tally is None:
+            tally = self._tallies[path] = metrics.AnswerTally(path)
+        return tally
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = self.handlers.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -75,28 +74,32 @@ class FastLane:
             return
         payload, tokens = result
         path = scope["path"]
-        in_flight, requests, latency, token_counter = self._metrics(path)
-        in_flight.inc()
+        tally = self._tally(path)
+        tally.started()
         given = client_request_id(scope)
         request_id = given or new_request_id()
         try:
             await send({"type": "http.response.start", "status": 200, "headers": [
                 (b"content-length", str(len(payload)).encode()),
                 (b"content-type", b"application/json"),
-                (REQUEST_ID_HEADER.encode(), request_id.encode()),
-                (FINGERPRINT_HEADER.encode(), fp.encode()),
+                (_REQUEST_ID, request_id.encode()),
+                (_FINGERPRINT, self._encoded(fp)),
             ]})
             await send({"type": "http.response.body", "body": payload})
         finally:
-            in_flight.dec()
             elapsed = time.perf_counter() - start
-            requests.inc()
-            latency.observe(elapsed)
-            token_counter.inc(tokens)
+            tally.answered(elapsed, tokens)
             if access_log.isEnabledFor(20):  # INFO
                 access_log.info("%s %s %d", "POST", path, 200, extra={
                     "request_id": request_id, "method": "POST", "path": path, "status": 200,
                     "duration_ms": round(elapsed * 1000, 3)})
+
+    def _encoded(self, fingerprint: str) -> bytes:
+        """``fingerprint`` as header bytes (encoded once: it changes only with a reload)."""
+        last = self._fingerprint_bytes
+        if last[0] != fingerprint:
+            last = self._fingerprint_bytes = (fingerprint, fingerprint.encode())
+        return last[1]
 
     def _answer(self, scope: Scope, handler: Handler, raw: bytes) -> tuple[bytes, int] | None:
         """The answer bytes and token count, or ``None`` to leave the request to the full app."""
@@ -114,11 +117,22 @@ class FastLane:
             result = handler(body)
             # is_chunk checked the shape; a non-integer id would have failed the handler
             tokens = sum(len(c["token_ids"]) for c in body["generate_chunk"]["choices"])
-            return orjson.dumps(result, option=orjson.OPT_NON_STR_KEYS), tokens
+            return _dumps(result), tokens
         except Exception:  # noqa: BLE001 - the full app answers every failure in its own shape
             return None
 
 
+def _dumps(result: Any) -> bytes:
+    """``result`` as JSON; plain ``orjson.dumps`` first (every key of a chunk answer is a string,
+    and ``OPT_NON_STR_KEYS`` doubles the cost), the full app's non-string-key option otherwise
+    (the same bytes)."""
+    try:
+        return orjson.dumps(result)
+    except TypeError:
+        return orjson.dumps(result, option=orjson.OPT_NON_STR_KEYS)
+
+
+_REQUEST_ID, _FINGERPRINT = REQUEST_ID_HEADER.encode(), FINGERPRINT_HEADER.encode()
 _WANTED = {b"authorization": "authorization", b"content-type": "content-type"}
 
 

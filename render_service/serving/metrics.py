@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import glob
 import os
+import threading
+import weakref
 from array import array
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +68,7 @@ def multiprocess_dir() -> str | None:
 
 def exposition() -> tuple[bytes, str]:
     """The Prometheus text body and its content type, aggregated over worker processes."""
+    fold_tallies()
     if multiprocess_dir():
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
@@ -171,3 +175,89 @@ def _all_ints(items: list[Any]) -> bool:
     except (TypeError, OverflowError):
         return False
     return True
+
+
+class AnswerTally:
+    """The request metrics of one endpoint's ``POST`` answers with status 200 (``requests_total``,
+    ``request_duration_seconds``, ``requests_in_flight``, ``tokens_derendered_total``), kept as
+    plain numbers and folded into those series when they are read (:func:`exposition`), for the
+    fast lane, whose per-call work is a few tens of µs (five prometheus-client updates, each
+    taking a lock, cost about 6 µs of it).
+
+    The series are created when the tally is (so they appear in ``/metrics`` exactly when direct
+    updates would have created them) and read the same after folding: counts and bucket counts
+    are exact; the latency sum is added once per fold instead of once per request (the same
+    value up to float rounding). Thread-safe (one lock; a process may run several servers, e.g.
+    tests, and any of them may read ``/metrics``). In multiprocess mode
+    (``PROMETHEUS_MULTIPROC_DIR``) another process may serve ``/metrics``, so every update is
+    folded at once (direct updates).
+    """
+
+    __slots__ = ("requests", "in_flight", "latency", "buckets", "tokens", "_series", "_direct",
+                 "_lock", "__weakref__")
+
+    def __init__(self, endpoint: str) -> None:
+        in_flight, requests = IN_FLIGHT.labels(endpoint), REQUESTS.labels(endpoint, "POST", "200")
+        latency, tokens = LATENCY.labels(endpoint, "POST", "200"), TOKENS_DERENDERED.labels(endpoint)
+        self._series = (in_flight, requests, latency, tokens)
+        # bulk bucket updates need the histogram child's value cells (prometheus-client >= 0.20)
+        self._direct = bool(multiprocess_dir()) or not (
+            hasattr(latency, "_buckets") and hasattr(latency, "_sum")
+            and len(latency._buckets) == len(_BOUNDS))
+        self.requests = self.in_flight = self.tokens = 0
+        self.latency = 0.0
+        self.buckets = [0] * len(_BOUNDS)
+        self._lock = threading.Lock()
+        _TALLIES.add(self)
+
+    def started(self) -> None:
+        """One request of this endpoint began."""
+        with self._lock:
+            self.in_flight += 1
+            if self._direct:
+                self._fold()
+
+    def answered(self, seconds: float, tokens: int) -> None:
+        """That request's answer was sent, ``seconds`` after it began, derendering ``tokens`` ids."""
+        with self._lock:
+            self.in_flight -= 1
+            self.requests += 1
+            self.latency += seconds
+            self.buckets[bisect_left(_BOUNDS, seconds)] += 1  # the first bucket with seconds <= le
+            self.tokens += tokens
+            if self._direct:
+                self._fold()
+
+    def fold(self) -> None:
+        """Add what was counted since the last fold to the prometheus series."""
+        with self._lock:
+            self._fold()
+
+    def _fold(self) -> None:
+        in_flight, requests, latency, tokens = self._series
+        if self.in_flight:
+            in_flight.inc(self.in_flight)
+            self.in_flight = 0
+        if self.requests:
+            requests.inc(self.requests)
+            tokens.inc(self.tokens)
+            if self._direct:
+                latency.observe(self.latency)  # one request per fold here
+            else:
+                latency._sum.inc(self.latency)
+                for cell, count in zip(latency._buckets, self.buckets, strict=True):
+                    if count:
+                        cell.inc(count)
+            self.requests = self.tokens = 0
+            self.latency = 0.0
+            self.buckets = [0] * len(_BOUNDS)
+
+
+_BOUNDS = (*LATENCY_BUCKETS, float("inf"))
+_TALLIES: weakref.WeakSet[AnswerTally] = weakref.WeakSet()
+
+
+def fold_tallies() -> None:
+    """Fold every live :class:`AnswerTally` into its series (before the metrics are read)."""
+    for tally in list(_TALLIES):
+        tally.fold()
