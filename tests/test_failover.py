@@ -172,11 +172,13 @@ def test_failover_between_worker_processes(replicas):
     """One replica, two worker processes (one connection held by each): kill one worker
     mid-stream; the other finishes the stream, equal to the batch derender."""
     c = replicas[2]
+    ids, prompt_ids = _case(c.url)
+    batch = _batch(c.url, ids, prompt_ids)
+    # the held connections are opened last: an idle one is closed by the server after its
+    # keep-alive timeout, which a loaded machine can reach between setup steps
     conns = balanced_connections(c.url, 2, 2, c.pids())
     owners = [_owner(conn, c.pids()) for conn in conns]
     assert len(conns) == 2 and len(set(owners)) == 2 and None not in owners
-    ids, prompt_ids = _case(c.url)
-    batch = _batch(c.url, ids, prompt_ids)
     chunks, left = _stream([(conn, c.url) for conn in conns], ids, prompt_ids, len(ids) // 2,
                            lambda: os.kill(owners[0], signal.SIGKILL))
     assert left == 1
