@@ -314,8 +314,8 @@ def derender_one(run: Run, i: int, out: dict[str, Any], pick: tuple[dict[str, An
         base = {"chat_request": chat_req, "prompt_token_ids": prompt_ids}
     so, bo = run.post(ours_url, path, body)
     st, bt = run.post(vllm_url, path, body)
-    example = {"path": path, "output_text": out["text"], "token_ids": ids, "finish": finish,
-               key: chat_req if not completion else creq}
+    example = {"path": path, "model": run.model, "output_text": out["text"], "token_ids": ids,
+               "finish": finish, key: chat_req if not completion else creq}
     batch = (so, bo, st, bt)
     streams = []
     for size in (1, None):
