@@ -173,8 +173,7 @@ def _vllm(case: dict) -> tuple[dict, dict]:
 #: Cases where we answer as vLLM's batch and stream both do (they agree there).
 AS_VLLM = {"qwen3_call_ends_unterminated_reasoning", "coder_stray_parameter_after_call_tool_choice_none",
            "harmony_length_cut_after_start", "harmony_length_cut_inside_next_header",
-           "harmony_call_header_inside_analysis", "mistral_whitespace_before_call",
-           "mistral_empty_output_with_tools"}
+           "harmony_call_header_inside_analysis", "mistral_empty_output_with_tools"}
 #: README "Deliberate differences": vLLM's batch and stream disagree; ours is one of them in both
 #: modes. Its stream: qwen3_coder text after a call (vLLM's batch drops it, never releasing
 #: content it deferred behind the call), DeepSeek-R1 ``<think>`` after reasoning text (vLLM's
@@ -292,11 +291,10 @@ def _batch_message(case: dict) -> dict:
 
 
 @pytest.mark.parametrize("name", ["mistral_empty_output_with_tools", "mistral_call_dropped_without_tools",
-                                  "mistral_whitespace_before_call", "mistral_repeated_marker"])
+                                  "mistral_repeated_marker"])
 def test_mistral_batch_content_null_or_text_as_vllm(name):
     """vLLM 0.33's pre-v11 Mistral batch: content ``null`` for an empty output with tools under
-    ``auto`` and after a call parsed without tools (dropped), text before a call with its
-    trailing whitespace."""
+    ``auto`` and after a call parsed without tools (dropped), the text before a call."""
     case = _case(name)
     assert _batch_message(case)["content"] == case["response"]["choices"][0]["message"]["content"]
 

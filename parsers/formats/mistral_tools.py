@@ -7,9 +7,9 @@ Wire formats after the ``[TOOL_CALLS]`` control token:
 * v11+: ``name[ARGS]{json}`` or ``name{json}``, ``[TOOL_CALLS]`` repeated per call; the
   arguments are the JSON value verbatim (a truncated value is kept as generated).
 
-Content = text before the first ``[TOOL_CALLS]``, its trailing whitespace kept as vLLM 0.33's
-pre-v11 parser keeps it (whitespace-only content too: README "Deliberate differences"); text
-after a call's JSON is dropped (gh#48975) except further ``[TOOL_CALLS]``. A ``[TOOL_CALLS]``
+Content = text before the first ``[TOOL_CALLS]`` (trailing whitespace dropped when a call
+follows, so whitespace-only content is ``None``, as vLLM's v11+ engine; its pre-v11 parser keeps
+that whitespace: an open kind); text after a call's JSON is dropped (gh#48975) except further ``[TOOL_CALLS]``. A ``[TOOL_CALLS]``
 followed by something that is neither JSON nor a function name is not a call: that text stays
 content (the control token itself is dropped); repeated markers with only whitespace between
 them count as one, as in vLLM 0.33.
@@ -134,7 +134,6 @@ _NATIVE = json_tool_spec(
     body=MistralCalls(),
     call_id=mistral_id,
     guided_json=False,
-    trim=None,  # vLLM 0.33 pre-v11 keeps the content's trailing whitespace before a call
     extra_markers={"ARRAY": "[", "ARGS": _ARGS},  # [ARGS] is read by the body: keep its token
     extra_modes={"F": CONTENT},
     extra_transitions={("F", "S0"): Transition("B"), ("F", "ARRAY"): Transition("B", keep=True)},

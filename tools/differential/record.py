@@ -200,8 +200,6 @@ KIND_CASES: dict[str, list[tuple[str, str, str | None, str, dict[str, Any]]]] = 
         ("mistral_length_cut_in_block", 'Ünï[TOOL_CALLS][{"name": "ad', None, "length", {}),
         ("mistral_call_dropped_without_tools", '[TOOL_CALLS][{"name": "add", "arguments": '
          '{"a": 1}}]', "</s>", "stop", {}),
-        ("mistral_whitespace_before_call", 'x \n\n[TOOL_CALLS][{"name": "add", "arguments": '
-         '{"a": 1}}]', "</s>", "stop", {"tools": _TOOL_ADD}),
         ("mistral_empty_output_with_tools", "", "</s>", "stop", {"tools": _TOOL_ADD}),
         ("mistral_named_choice_text", " world\n", None, "length",
          {"tools": _TOOL_ADD, "tool_choice": {"type": "function", "function": {"name": "add"}}}),
