@@ -10,9 +10,9 @@ Wire formats after the ``[TOOL_CALLS]`` control token:
 Content = text before the first ``[TOOL_CALLS]`` (trailing whitespace dropped when a call
 follows, so whitespace-only content is ``None``, as vLLM's v11+ engine; its pre-v11 parser keeps
 that whitespace: an open kind); text after a call's JSON is dropped (gh#48975) except further
-``[TOOL_CALLS]``. A ``[TOOL_CALLS]`` followed by something that is neither JSON nor a function name is not a call: that text stays
-content (the control token itself is dropped); repeated markers with only whitespace between
-them count as one, as in vLLM 0.33.
+``[TOOL_CALLS]``. A ``[TOOL_CALLS]`` followed by something that is neither JSON nor a function
+name is not a call: that text stays content (the control token itself is dropped); repeated
+markers with only whitespace between them count as one, as in vLLM 0.33.
 
 Ids: Mistral requires 9 alphanumeric characters (BR43). vLLM draws them at random; ours are
 derived from the call's position in the conversation (``history_tool_call_cnt`` + index) and
