@@ -7,7 +7,8 @@ per-request state is a plain JSON-compatible dict::
     {"v": 1, "ir": include_reasoning, "pt": parallel_tool_calls,
      "r": engine state of the reasoning spec or None,
      "t": engine state of the tool phase or None, "tk": "native" | "required" | "named" | None,
-     "h": history_tool_call_cnt (numbers native call ids, FormatSpec.call_id)}
+     "h": history_tool_call_cnt (numbers native call ids, FormatSpec.call_id),
+     "nd": 1 once a call was dropped under "tk": "none" (absent before)}
 
 Tool phase selection (vLLM 0.33 serving, parsers.md sections 1 and 9.9): no ``tools`` or
 ``tool_choice="none"`` → no tool parsing (markup stays content), except that specs with
@@ -109,6 +110,12 @@ class Parser:
             return None
         return state["r"]["mode"] not in self.reasoning.reasoning_modes
 
+    @staticmethod
+    def dropped_calls(state: Mapping[str, Any]) -> bool:
+        """Whether a ``strip_on_none`` format parsed a call and dropped it (vLLM 0.33's engine
+        then treats the output as one with calls: whitespace-only content is ``null``)."""
+        return bool(state.get("nd"))
+
     def feed(
         self, state: dict[str, Any], text: str, token_ids: Sequence[int] = (), *, in_place: bool = False
     ) -> tuple[dict[str, Any], list[Delta]]:
@@ -166,7 +173,8 @@ class Parser:
         if not ctx.tools:  # vLLM 0.33: no tools means tool_choice "none", so engine formats strip
             choice = "none"
         if choice == "none":  # engine formats still strip their markup; calls are dropped
-            strip = self.tool is not None and self.tool.strip_on_none and ctx.enable_auto_tool_choice
+            strip = self.tool is not None and self.tool.strip_on_none and ctx.enable_auto_tool_choice \
+                and not (ctx.tools and self.tool.raw_on_none_with_tools)
             return ("none" if strip else None), None
         native_forced = self.tool is not None and not self.tool.guided_json
         if isinstance(choice, Mapping):
@@ -205,6 +213,8 @@ class Parser:
         if final and tspec is not None:
             events += machine.finish(tspec, st["t"])
         if st["tk"] == "none":
+            if not st.get("nd") and any(ev[0] == "name" for ev in events):
+                st["nd"] = 1  # a call was parsed and dropped (see ``dropped_calls``)
             events = [ev for ev in events if ev[0] in ("content", "reasoning")]
         if "kn" in st:
             events = _drop_unknown(st, events)

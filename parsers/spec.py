@@ -188,6 +188,10 @@ class FormatSpec:
             ``feed(st, text, ctx)`` / ``finish(st, ctx)``, so later chunks need no request.
         strip_on_none: tool specs only: with ``tool_choice="none"`` the format still runs and its
             markup is removed, only the calls are dropped (vLLM engine parsers).
+        raw_on_none_with_tools: with ``strip_on_none``: when the request has ``tools`` and
+            ``tool_choice="none"`` the format does not run, its markup stays content; it strips
+            only without tools (vLLM 0.33 pre-v11 Mistral: ``tool_choice == "none" and tools``
+            returns the output as content).
         forced_mode: ``guided_json=False`` specs: initial mode when ``tool_choice`` is
             required/named (e.g. Mistral: a bare JSON array may start the output).
         reject_to_origin: a rejected body's text goes to the sink of the mode the body started
@@ -245,6 +249,7 @@ class FormatSpec:
     call_id: Callable[[int, str], str] | None = None
     tool_context: Callable[[Any], Any] | None = None
     strip_on_none: bool = False
+    raw_on_none_with_tools: bool = False
     forced_mode: str | None = None
     reject_to_origin: bool = False
     strip_reasoning_tail: bool = False

@@ -40,15 +40,15 @@ def test_hidden_reasoning_ends_reasoning_without_a_reasoning_parser():
     assert _render(QWEN25, {"messages": HI}, **flags)["reasoning_ended"] is None
 
 
-def test_response_format_with_tools_is_sent_whole():
-    """vLLM (hermes, llama3_json, qwen3_coder, mistral): with tools and no tool-call tag the
-    output constraint is a whole ``StructuredOutputsParams``."""
+def test_response_format_is_sent_whole():
+    """vLLM 0.33 sends the output constraint as a whole ``StructuredOutputsParams``, with tools
+    and no tool-call tag and without tools (render goldens ``response_format_json_object``)."""
     body = {"messages": HI, "tools": TOOLS, "response_format": {"type": "json_object"}}
     so = _render(QWEN25, body, tool_call_parser="hermes", enable_auto_tool_choice=True)[
         "sampling_params"]["structured_outputs"]
     assert so["json_object"] is True and so["structural_tag"] is None and so["_backend"] is None
-    assert "_backend" not in _render(QWEN25, {k: v for k, v in body.items() if k != "tools"},
-                                     tool_call_parser="hermes")["sampling_params"]["structured_outputs"]
+    assert _render(QWEN25, {k: v for k, v in body.items() if k != "tools"},
+                   tool_call_parser="hermes")["sampling_params"]["structured_outputs"] == so
 
 
 def test_harmony_json_response_format_goes_to_the_final_channel():
@@ -88,15 +88,20 @@ def test_empty_output_reasoning_is_empty_string_under_deepseek_r1():
 
 def test_engine_tool_formats_strip_markup_without_tools():
     """vLLM: no tools means ``tool_choice: none``, where its engine adapters still drop markup
-    (measured: qwen3_coder -> ``content: null``; mistral ``[TOOL_CALLS]![INST]`` -> ``![INST]``)."""
+    (measured: qwen3_coder -> ``content: null``; mistral ``[TOOL_CALLS]![INST]`` -> ``![INST]``);
+    Mistral with tools and ``tool_choice: none`` gives the output back whole (recorded kind
+    ``mistral_tool_calls_text_under_none``)."""
     coder = _derender(CODER, "<tool_call>\n<function=search>\n<parameter=city>\nParis\n</parameter>\n"
                       "</function>\n</tool_call>", {"messages": HI},
                       tool_call_parser="qwen3_coder", enable_auto_tool_choice=True)
     assert coder["content"] is None and "tool_calls" not in coder
-    mistral = _derender(MISTRAL, "[TOOL_CALLS]![INST]", {"messages": HI, "tools": TOOLS,
-                                                       "tool_choice": "none"},
+    mistral = _derender(MISTRAL, "[TOOL_CALLS]![INST]", {"messages": HI},
                         end=False, tool_call_parser="mistral", enable_auto_tool_choice=True)
     assert mistral["content"] == "![INST]"
+    with_tools = _derender(MISTRAL, "[TOOL_CALLS]![INST]", {"messages": HI, "tools": TOOLS,
+                                                          "tool_choice": "none"},
+                           end=False, tool_call_parser="mistral", enable_auto_tool_choice=True)
+    assert with_tools["content"] == "[TOOL_CALLS]![INST]"
     # but an empty output under mistral has content "" (measured), as under the legacy parsers
     empty = _derender(MISTRAL, "", {"messages": HI}, tool_call_parser="mistral", enable_auto_tool_choice=True)
     assert empty["content"] == ""
@@ -168,15 +173,16 @@ def _vllm(case: dict) -> tuple[dict, dict]:
 #: Cases where we answer as vLLM's batch and stream both do (they agree there).
 AS_VLLM = {"qwen3_call_ends_unterminated_reasoning", "coder_stray_parameter_after_call_tool_choice_none",
            "harmony_length_cut_after_start", "harmony_length_cut_inside_next_header",
-           "harmony_call_header_inside_analysis"}
+           "harmony_call_header_inside_analysis", "mistral_empty_output_with_tools"}
 #: README "Deliberate differences": vLLM's batch and stream disagree; ours is one of them in both
 #: modes. Its stream: qwen3_coder text after a call (vLLM's batch drops it, never releasing
 #: content it deferred behind the call), DeepSeek-R1 ``<think>`` after reasoning text (vLLM's
 #: batch drops the text before the first one).
 AS_VLLM_STREAM = {"coder_text_after_call", "coder_stray_function_after_call_without_tools",
                   "r1_think_after_reasoning_text"}
-#: ... its batch: none recorded yet (see the Mistral xfail below).
-AS_VLLM_BATCH: set[str] = set()
+#: ... its batch: Mistral under ``tool_choice: none`` (its stream drops the text after the marker).
+#: and Mistral's repeated ``[TOOL_CALLS]`` (one marker; its stream keeps the text after the call).
+AS_VLLM_BATCH: set[str] = {"mistral_tool_calls_text_under_none", "mistral_repeated_marker"}
 
 
 @pytest.mark.parametrize("case", [c for c in KINDS if c["name"] in AS_VLLM | AS_VLLM_STREAM | AS_VLLM_BATCH],
@@ -239,9 +245,10 @@ def test_mistral_second_tool_calls_block_is_a_call():
     assert ours_batch == ours_stream and [a for _, a in ours_batch["calls"]] == ['{"a": 1}', '{"a": 2}']
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 8): under tool_choice none vLLM's Mistral batch "
-                   "keeps the [TOOL_CALLS] text and its stream drops all; ours drops only the marker")
 def test_mistral_tool_calls_text_under_none():
+    """README "Deliberate differences" (vLLM's stream disagrees with its batch): under
+    ``tool_choice: none`` with tools vLLM's Mistral batch gives the output back whole, its stream
+    drops everything after ``[TOOL_CALLS]``; ours is its batch in both modes."""
     case = _case("mistral_tool_calls_text_under_none")
     ours_batch, ours_stream = _ours(case)
     vllm_batch, vllm_stream = _vllm(case)
@@ -276,3 +283,37 @@ def test_mistral_keeps_special_token_text_inside_the_output():
     msg = _derender(MISTRAL, "</s>\n[INST]\n", {"messages": HI}, tool_call_parser="mistral",
                     enable_auto_tool_choice=True)
     assert msg["content"] == "</s>\n[INST]\n"
+
+
+def _batch_message(case: dict) -> dict:
+    b, settings = bundle_for(case["model"]), settings_for(case["model"], **_flags(case["flags"]))
+    return derender_chat(b, settings, case["body"])["choices"][0]["message"]
+
+
+@pytest.mark.parametrize("name", ["mistral_empty_output_with_tools", "mistral_call_dropped_without_tools",
+                                  "mistral_repeated_marker"])
+def test_mistral_batch_content_null_or_text_as_vllm(name):
+    """vLLM 0.33's pre-v11 Mistral batch: content ``null`` for an empty output with tools under
+    ``auto`` and after a call parsed without tools (dropped), the text before a call."""
+    case = _case(name)
+    assert _batch_message(case)["content"] == case["response"]["choices"][0]["message"]["content"]
+
+
+def test_mistral_block_that_never_becomes_a_call_keeps_all_text():
+    """README "Deliberate differences": a ``[TOOL_CALLS]`` block cut by ``length`` is content
+    with the text before it; vLLM's batch loses the text before the marker, its stream the rest."""
+    case = _case("mistral_length_cut_in_block")
+    ours_batch, ours_stream = _ours(case)
+    vllm_batch, vllm_stream = _vllm(case)
+    assert vllm_batch["content"] == '[{"name": "ad' and vllm_stream["content"] == "Ünï"
+    assert ours_batch == ours_stream and ours_batch["content"] == 'Ünï[{"name": "ad'
+
+
+def test_mistral_forced_choice_text_is_content_as_generated():
+    """README "Deliberate differences": under a named choice an output that is not a call is
+    content as generated; vLLM's batch strips it, its stream drops it."""
+    case = _case("mistral_named_choice_text")
+    ours_batch, ours_stream = _ours(case)
+    vllm_batch, vllm_stream = _vllm(case)
+    assert vllm_batch["content"] == "world" and vllm_stream["content"] == ""
+    assert ours_batch == ours_stream and ours_batch["content"] == " world\n"

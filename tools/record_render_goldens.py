@@ -61,7 +61,7 @@ def record(config: str, vllm: str, port: int, shared: Path, log: Path) -> Path:
         except subprocess.TimeoutExpired:
             proc.kill()
     target = REPO / "tests" / "goldens" / f"render_{config}.json"
-    target.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    target.write_text(json.dumps(rows, indent=1, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
     return target
 
 

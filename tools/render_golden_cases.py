@@ -63,6 +63,7 @@ NO_DESCRIPTION = {
         "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}},
     },
 }
+NO_PARAMETERS = {"type": "function", "function": {"name": "noargs", "description": "No arguments."}}
 STRICT = {
     "type": "function",
     "function": {**WEATHER["function"], "strict": True},
@@ -265,8 +266,35 @@ def cases(config: str) -> list[tuple[str, str, dict[str, Any]]]:
             ),
         ),
     ]
+    out += [  # issue 8: the whole ``structured_outputs`` object, continue_final_message's default
+        ("response_format_json_object", CHAT, _chat(response_format={"type": "json_object"})),
+        (
+            "response_format_json_schema",
+            CHAT,
+            _chat(response_format={"type": "json_schema",
+                                   "json_schema": {"name": "x", "schema": {"type": "object"}}}),
+        ),
+        ("structured_outputs_regex", CHAT, _chat(structured_outputs={"regex": "a+"})),
+        ("completion_response_format", COMPLETIONS, {"prompt": "Weather in Paris?", "max_tokens": 8,
+                                                     "response_format": {"type": "json_object"}}),
+        (
+            "continue_final_message_default_generation_prompt",
+            CHAT,
+            _chat(messages=[*USER, {"role": "assistant", "content": "It is"}], continue_final_message=True),
+        ),
+    ]
+    if config == "r1":  # vLLM hands ``content: null`` as "" to the template: the call is not rendered
+        out.append(("history_tool_call_without_tools", CHAT, _chat(messages=_history())))
     if has_tools:
         out += [
+            (
+                "tool_named_without_parameters",
+                CHAT,
+                _chat(
+                    tools=[WEATHER, NO_PARAMETERS],
+                    tool_choice={"type": "function", "function": {"name": "noargs"}},
+                ),
+            ),
             ("tool_choice_required", CHAT, _chat(tools=[WEATHER, NO_DESCRIPTION], tool_choice="required")),
             (
                 "tool_choice_required_single",

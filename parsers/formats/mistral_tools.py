@@ -8,10 +8,11 @@ Wire formats after the ``[TOOL_CALLS]`` control token:
   arguments are the JSON value verbatim (a truncated value is kept as generated).
 
 Content = text before the first ``[TOOL_CALLS]`` (trailing whitespace dropped when a call
-follows, so whitespace-only content is ``None``); text after a call's JSON is dropped
-(gh#48975) except further ``[TOOL_CALLS]``. A ``[TOOL_CALLS]`` followed by something that is
-neither JSON nor a function name is not a call: that text stays content (the control token
-itself is dropped).
+follows, so whitespace-only content is ``None``, as vLLM's v11+ engine; its pre-v11 parser keeps
+that whitespace: an open kind); text after a call's JSON is dropped (gh#48975) except further
+``[TOOL_CALLS]``. A ``[TOOL_CALLS]`` followed by something that is neither JSON nor a function
+name is not a call: that text stays content (the control token itself is dropped); repeated
+markers with only whitespace between them count as one, as in vLLM 0.33.
 
 Ids: Mistral requires 9 alphanumeric characters (BR43). vLLM draws them at random; ours are
 derived from the call's position in the conversation (``history_tool_call_cnt`` + index) and
@@ -35,6 +36,7 @@ from .json_factory import WHITESPACE, json_tool_spec
 
 _JSON = JsonCalls()
 _ARGS = "[ARGS]"
+_MARKER = "[TOOL_CALLS]"
 _NAME = re.compile(r"\s*[\w.\-:/]*\s*")
 #: Longer text without ``{`` / ``[ARGS]`` is not a function name (keeps per-chunk work flat).
 MAX_NAME = 256
@@ -70,11 +72,11 @@ class MistralCalls:
         if st["m"] in ("json", "args"):
             return _JSON.feed(st, text)
         if st["m"] == "":
-            body = text.lstrip()
-            if not body:
+            body = _after_markers(st["nm"] + text)
+            if not body or _MARKER.startswith(body):  # whitespace, or maybe a repeated marker
                 st["nm"] += text
                 return [], None
-            lead = len(text) - len(body)
+            lead = len(text) - len(body)  # < 0 when the body began in the held text
             if body[0] in "[{":
                 st.update(_JSON.start("", {"array": body[0] == "[", "decode_string_args": True}), m="json")
                 events, end = _JSON.feed(st, body)
@@ -86,7 +88,7 @@ class MistralCalls:
         """End of stream: close the JSON scan, or give back an unfinished name as content."""
         if st["m"] in ("json", "args"):
             return _JSON.finish(st)
-        return [("reject", st["nm"].lstrip())]
+        return [("reject", _after_markers(st["nm"]))]
 
     def _name(self, st: dict[str, Any], text: str) -> tuple[list[Event], int | None]:
         before = len(st["nm"])
@@ -106,6 +108,15 @@ class MistralCalls:
         st.update(_JSON.start(name_text[:rest].lstrip(), {"fixed_name": name_text[:k].strip()}), m="args")
         events, end = _JSON.feed(st, name_text[rest:])
         return events, None if end is None else rest + end - before
+
+
+def _after_markers(text: str) -> str:
+    """``text`` without its leading whitespace and ``[TOOL_CALLS]`` markers (vLLM 0.33: repeated
+    markers with nothing but whitespace between them count as one)."""
+    body = text.lstrip()
+    while body.startswith(_MARKER):
+        body = body[len(_MARKER):].lstrip()
+    return body
 
 
 def _bad_at(name_text: str) -> int | None:
@@ -135,7 +146,10 @@ SPEC = replace(
     forced_mode="F",
     break_on_text={"F": Transition("C")},
     hold_trailing={**_NATIVE.hold_trailing, "F": WHITESPACE},
-    # vLLM 0.33's Mistral parser is an engine adapter: with tool_choice "none" it still runs and
-    # drops its markup (measured by the differential harness: ``[TOOL_CALLS]!`` -> ``!``)
+    # vLLM 0.33's Mistral parser is an engine adapter: without tools (tool_choice "none") it
+    # still runs and drops its markup (measured by the differential harness: ``[TOOL_CALLS]!`` -> ``!``)
     strip_on_none=True,
+    # ... but with tools and tool_choice "none" its batch gives the output back whole
+    # (``[TOOL_CALLS]![INST]`` stays content; its stream drops the text after the marker)
+    raw_on_none_with_tools=True,
 )

@@ -90,14 +90,16 @@ def derender_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[st
 RAW_REASONING_PARSERS = frozenset({"deepseek_r1", "ernie45", "hy_v3", "k2_horizon", "minimax_m3"})
 
 
-def _engine_tools(settings: Settings, pipe: Any) -> bool:
+def _engine_tools(settings: Settings, pipe: Any, chat: ChatRequestFields | None = None) -> bool:
     """vLLM 0.33 parses with its engine adapters (our specs with ``strip_on_none``, and harmony)
     and no legacy reasoning parser: an output with no call and no text then has content
-    ``null`` (``tool_call_info.content or None``), not ``""``."""
+    ``null`` (``tool_call_info.content or None``), not ``""``. Mistral (pre-v11) only with
+    ``tools`` under ``tool_choice`` auto (measured: ``""`` without tools, under ``none`` and
+    under ``required`` / named)."""
     tool = pipe.parser.tool if pipe.parser is not None else None
     engine = settings.tool_call_parser == "openai" or (tool is not None and tool.strip_on_none)
-    if settings.tool_call_parser == "mistral":  # measured: its engine adapter answers "" here
-        engine = False
+    if settings.tool_call_parser == "mistral":
+        engine = chat is not None and bool(chat.tools) and chat.tool_choice in (None, "auto")
     return engine and settings.reasoning_parser not in RAW_REASONING_PARSERS
 
 
@@ -178,7 +180,8 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
                 "message": _message(
                     out, chat, pipe.parser is not None,
                     pipe.parser is not None and pipe.parser.reasoning_ended(end_state.parser) is not False,
-                    engine=_engine_tools(settings, pipe),
+                    engine=_engine_tools(settings, pipe, chat) or (
+                        pipe.parser is not None and pipe.parser.dropped_calls(end_state.parser)),
                     raw_reasoning=settings.reasoning_parser in RAW_REASONING_PARSERS,
                 ),
                 "logprobs": out.logprobs,

@@ -261,16 +261,33 @@ def output_format(so: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
-def harmony_output_format(schema: Any) -> dict[str, Any]:
+def harmony_output_format(schema: Any, content: dict[str, Any] | None = None) -> dict[str, Any]:
     """vLLM 0.33 ``_adjust_output_format`` for a JSON ``response_format`` on gpt-oss: the JSON
     goes in the final channel, after an optional analysis message (``schema``: the JSON schema,
-    ``{"type": "object"}`` for ``json_object``). Returns the ``structured_outputs``."""
-    final = {"type": "or", "elements": [
-        {"type": "tag", "begin": _HARMONY_FINAL.format(constrain=constrain),
-         "content": _json_schema_format(schema), "end": list(_HARMONY_END)}
-        for constrain in _HARMONY_CONSTRAINS]}
+    ``{"type": "object"}`` for ``json_object``). ``content``: another xgrammar format instead
+    (a regex or a choice, :func:`harmony_text_format`), in one final tag without a
+    ``<|constrain|>``. Returns the ``structured_outputs``."""
+    final: dict[str, Any]
+    if content is not None:
+        final = {"type": "tag", "begin": _HARMONY_FINAL.format(constrain=""), "content": content,
+                 "end": list(_HARMONY_END)}
+    else:
+        final = {"type": "or", "elements": [
+            {"type": "tag", "begin": _HARMONY_FINAL.format(constrain=constrain),
+             "content": _json_schema_format(schema), "end": list(_HARMONY_END)}
+            for constrain in _HARMONY_CONSTRAINS]}
     tag = {"type": "structural_tag", "format": _harmony_sequence(final, commentary=False)}
     return {**empty_structured_outputs(), "structural_tag": json.dumps(tag)}
+
+
+def harmony_text_format(so: dict[str, Any]) -> dict[str, Any] | None:
+    """vLLM 0.33 ``structured_outputs_to_format`` for a ``regex`` or a ``choice`` (xgrammar's
+    ``RegexFormat`` / an ``OrFormat`` of ``ConstStringFormat``); ``None`` for other constraints."""
+    if so.get("regex") is not None:
+        return {"type": "regex", "pattern": so["regex"]}
+    if isinstance(so.get("choice"), list):
+        return {"type": "or", "elements": [{"type": "const_string", "value": c} for c in so["choice"]]}
+    return None
 
 
 def _tool_tag(
@@ -311,7 +328,7 @@ def _json_array(tools: list[dict[str, Any]], choice: Any) -> dict[str, Any] | No
         {
             "properties": {
                 "name": {"type": "string", "enum": [t["function"]["name"]]},
-                "arguments": t["function"].get("parameters") or {"type": "object", "properties": {}},
+                "arguments": t["function"].get("parameters") or {"type": "object"},
             },
             "required": ["name", "arguments"],
             "type": "object",

@@ -18,6 +18,12 @@ from . import adjust, harmony, messages, sampling, tool_choice
 from .chat_prompt import ChatPrompt, chat_prompt, reasoning_ended, tool_output_is_guided_json
 from .request import base_id, check_common, check_logprobs, generate_request
 
+CONTINUE_WITH_GENERATION_PROMPT = (
+    "continue_final_message and add_generation_prompt are not compatible. Use continue_final_message "
+    "when you want the model to continue the final message, and add_generation_prompt when you want "
+    "to add a header that will prompt it to start a new assistant message instead."
+)
+
 
 def _check_chat(req: ChatCompletionRequest, body: dict[str, Any], settings: Settings) -> int | None:
     """Request-level checks of a chat request; returns the engine ``logprobs`` (top-k) value."""
@@ -79,8 +85,9 @@ def _adjust_chat(
 
 def _harmony_output(req: ChatCompletionRequest) -> dict[str, Any] | None:
     """gpt-oss: a JSON ``response_format`` / ``structured_outputs.json`` becomes vLLM 0.33's
-    final-channel structural tag (:func:`adjust.harmony_output_format`); other constraints
-    (regex, choice, grammar) are sent as they are."""
+    final-channel structural tag (:func:`adjust.harmony_output_format`), and so does a regex or
+    a choice (render golden ``structured_outputs_regex``); other constraints (grammar,
+    structural tag) are sent as they are."""
     so = sampling.structured_outputs(req) or {}
     if so.get("json_object"):
         return adjust.harmony_output_format({"type": "object"})
@@ -89,7 +96,10 @@ def _harmony_output(req: ChatCompletionRequest) -> dict[str, Any] | None:
         import json
 
         schema = json.loads(schema)
-    return adjust.harmony_output_format(schema) if schema is not None else None
+    if schema is not None:
+        return adjust.harmony_output_format(schema)
+    text = adjust.harmony_text_format(so)
+    return adjust.harmony_output_format(None, text) if text is not None else None
 
 
 def _parse_context(
@@ -130,6 +140,11 @@ def render_chat(
     req = ChatCompletionRequest.model_validate(body)
     check_model(bundle, req.model)
     top_logprobs = _check_chat(req, body, settings)
+    if req.continue_final_message and body.get("add_generation_prompt") is None \
+            and not harmony.uses_harmony(bundle.config):
+        # vLLM 0.33: ``add_generation_prompt`` defaults to true, and the template renderer
+        # (transformers ``apply_chat_template``) refuses the pair with this message
+        raise InvalidRequest(CONTINUE_WITH_GENERATION_PROMPT, param="continue_final_message")
     tools = messages.validate_tools(req.tools)
     choice = tool_choice.resolve(req.tool_choice, tools, settings)
     template_tools = None if choice == "none" and settings.exclude_tools_when_tool_choice_none else tools

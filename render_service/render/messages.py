@@ -20,10 +20,12 @@ faults real clients hit:
 
 Three template views are produced, tried in order (:attr:`Conversation.views`): the *primary*
 one is exactly what transformers 5 ``apply_chat_template`` feeds the template (``None``-valued
-keys dropped); the *compat* one keeps ``content: None`` beside tool calls and the original
-``arguments`` strings, for templates that only work on that shape (DeepSeek-R1-Distill tests
-``content is none`` and concatenates ``arguments`` as text); the *blank* one gives ``content: ""``
-beside tool calls (templates that do ``'x' in message.content``, e.g. the Qwen3 release template).
+keys dropped); the *blank* one gives ``content: ""`` beside tool calls, as vLLM 0.33 hands
+``content: null`` to every template (templates that do ``'x' in message.content``, e.g. the
+Qwen3 release template; DeepSeek-R1-Distill then renders an empty assistant turn and no call,
+render golden ``history_tool_call_without_tools``); the *compat* one keeps ``content: None``
+beside tool calls and the original ``arguments`` strings, for templates that only work on that
+shape.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class Conversation:
         """The distinct views, primary first; a later view is only built when asked for."""
         seen = [self.primary]
         yield self.primary
-        for name in ("compat", "blank"):
+        for name in ("blank", "compat"):
             view = getattr(self, name)
             if all(view != other for other in seen):
                 seen.append(view)

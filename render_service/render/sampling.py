@@ -27,6 +27,7 @@ from ..errors import ContextLengthExceeded, InvalidRequest
 from ..models import ModelBundle
 from ..protocol.common import SamplingRequestFields
 from ..settings import Settings
+from .adjust import empty_structured_outputs
 
 #: Request field → OpenAI default when neither the request nor generation_config sets it.
 FLOAT_DEFAULTS = {
@@ -117,6 +118,12 @@ def structured_outputs(req: SamplingRequestFields) -> dict[str, Any] | None:
     return {**(so or {}), **override}
 
 
+def _whole(so: dict[str, Any] | None) -> dict[str, Any] | None:
+    """vLLM 0.33 sends ``structured_outputs`` as its whole ``StructuredOutputsParams`` (every
+    field, unset ones ``null`` / ``false``), also when only ``response_format`` asked for it."""
+    return None if so is None else {**empty_structured_outputs(), **so}
+
+
 def _server_default(name: str, req: SamplingRequestFields, bundle: ModelBundle, default: Any) -> Any:
     value = getattr(req, name)
     if value is not None:
@@ -158,7 +165,7 @@ def build(
         "allowed_token_ids": (req.allowed_token_ids, None),
         "thinking_token_budget": (req.thinking_token_budget, None),
         "stream_interval": (req.stream_interval or settings.stream_interval, None),
-        "structured_outputs": (structured_outputs(req), None),
+        "structured_outputs": (_whole(structured_outputs(req)), None),
         "extra_args": (_extra_args(req), None),
     }
     skip = req.skip_special_tokens if req.skip_special_tokens is not None else skip_special_tokens_default

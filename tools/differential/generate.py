@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 def draw(strategy: st.SearchStrategy[Any], n: int, seed: int) -> list[Any]:
     """``n`` examples of ``strategy``, the same for the same ``seed``."""
     out: list[Any] = []
+    if n <= 0:  # e.g. ``--outputs 0``: render only
+        return out
 
     @hseed(seed)
     @settings(max_examples=n, database=None, phases=[Phase.generate], deadline=None,

@@ -242,6 +242,52 @@ def _mistral_later_blocks(ours: Json, theirs: Json, example: Json) -> tuple[Json
     return ours, theirs
 
 
+def _no_space(text: str) -> str:
+    return "".join(text.split())
+
+
+def _mistral_unparsed_block(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README: Mistral, a ``[TOOL_CALLS]`` whose block never becomes a call (cut by ``length``
+    inside it, or text that is no JSON): ours is the whole output without the markers; vLLM's
+    batch keeps only the first segment after the marker (dropping the text before it) and its
+    stream only the text before it. Recognised exactly: no calls on either side, ours (spaces
+    aside) is a prefix of the output with its ``[TOOL_CALLS]`` markers taken out, and vLLM's
+    content is a shorter part of ours."""
+    text = example.get("output_text", "") if isinstance(example, dict) else ""
+    if MISTRAL_BOT not in text:
+        return ours, theirs
+    kept = _no_space(text.replace(MISTRAL_BOT, ""))
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        if _calls(mo) or _calls(mt):
+            continue
+        co, ct = _no_space(mo.get("content") or ""), _no_space(mt.get("content") or "")
+        if co and kept.startswith(co) and ct in co:
+            _take_theirs(o, t, ("content",), finish=False)
+    return ours, theirs
+
+
+def _mistral_forced_text(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README: Mistral under ``tool_choice`` required / named, an output that is not a call is
+    content as generated; vLLM's batch strips the whitespace around it (its stream drops it).
+    Recognised exactly: a forced choice, no calls on either side, the same text apart from
+    whitespace at its ends."""
+    if not isinstance(example, dict) or "mistral" not in str(example.get("model", "")).lower():
+        return ours, theirs
+    req = example.get("chat_request")
+    choice = req.get("tool_choice") if isinstance(req, dict) else None
+    if not (choice == "required" or isinstance(choice, dict)) or not req.get("tools"):
+        return ours, theirs
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        if _calls(mo) or _calls(mt):
+            continue
+        co, ct = mo.get("content") or "", mt.get("content") or ""
+        if co != ct and co.strip() == ct.strip():
+            _take_theirs(o, t, ("content",), finish=False)
+    return ours, theirs
+
+
 HARMONY_STOP = "<|return|>"
 _HARMONY_MESSAGE = "<|message|>"
 _HARMONY_ENDS = ("<|end|>", "<|call|>", "<|return|>")
@@ -341,6 +387,12 @@ NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("mistral_later_blocks", "Mistral: a call block after a later `[TOOL_CALLS]` is a "
                "call too ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
                _mistral_later_blocks),
+    Normaliser("mistral_unparsed_block", "Mistral: a `[TOOL_CALLS]` block that never becomes a "
+               "call ... is content with the text before it", ("derender batch", "derender stream"),
+               lambda o, t: (o, t), _mistral_unparsed_block),
+    Normaliser("mistral_forced_text", "Mistral under `required` / named: an output that is not "
+               "a call is content as generated ...", ("derender batch", "derender stream"),
+               lambda o, t: (o, t), _mistral_forced_text),
     Normaliser("harmony_lone_stop", "gpt-oss: an output whose first header never completes ... "
                "is content without the stop token ...", ("derender batch", "derender stream"),
                lambda o, t: (o, t), _harmony_lone_stop),

@@ -195,6 +195,14 @@ KIND_CASES: dict[str, list[tuple[str, str, str | None, str, dict[str, Any]]]] = 
          '"arguments": {"a": 2}}]', "</s>", "stop", {"tools": _TOOL_ADD}),
         ("mistral_tool_calls_text_under_none", "[TOOL_CALLS]![INST]", None, "stop",
          {"tools": _TOOL_ADD, "tool_choice": "none"}),
+        ("mistral_repeated_marker", 'y[TOOL_CALLS][TOOL_CALLS][{"name": "add", "arguments": '
+         '{"a": 1}}] 42', "</s>", "stop", {"tools": _TOOL_ADD}),
+        ("mistral_length_cut_in_block", 'Ünï[TOOL_CALLS][{"name": "ad', None, "length", {}),
+        ("mistral_call_dropped_without_tools", '[TOOL_CALLS][{"name": "add", "arguments": '
+         '{"a": 1}}]', "</s>", "stop", {}),
+        ("mistral_empty_output_with_tools", "", "</s>", "stop", {"tools": _TOOL_ADD}),
+        ("mistral_named_choice_text", " world\n", None, "length",
+         {"tools": _TOOL_ADD, "tool_choice": {"type": "function", "function": {"name": "add"}}}),
     ],
     "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B": [
         ("r1_think_after_reasoning_text", " é<think> é<think>", "<｜end▁of▁sentence｜>", "stop", {}),
@@ -223,8 +231,12 @@ def record_kinds(args: argparse.Namespace) -> None:
     answer and one-token stream to ``tests/data/vllm_derender_kinds.json``."""
     from transformers import AutoTokenizer
 
-    records = []
+    only = set(args.only.split(",")) if args.only else None
+    records = [] if only is None else [
+        r for r in json.loads(KINDS_OUT.read_text()) if r["model"] not in only]
     for model, kinds in KIND_CASES.items():
+        if only is not None and model not in only:
+            continue
         folder = args.models_dir / model
         tok = AutoTokenizer.from_pretrained(str(folder))
         with vllm_server(folder, args.vllm, args.port) as url:
@@ -241,6 +253,8 @@ def record_kinds(args: argparse.Namespace) -> None:
                                 "output_text": text, "body": body, "status": r.status_code,
                                 "response": r.json(),
                                 "stream": _stream_one_token(url, base, ids, finish)})
+    order = [name for kinds in KIND_CASES.values() for name, *_ in kinds]
+    records.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
     KINDS_OUT.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {len(records)} cases to {KINDS_OUT}")
 
@@ -254,6 +268,8 @@ def main() -> None:
     p.add_argument("--port", type=int, default=8141)
     p.add_argument("--kinds", action="store_true", help="record the parser kinds of KIND_CASES "
                    "(tests/data/vllm_derender_kinds.json) instead of the Qwen3 derender cases")
+    p.add_argument("--only", default=None, help="with --kinds: comma-separated model folders to "
+                   "re-record; the other folders' records are kept as they are")
     args = p.parse_args()
     if args.kinds:
         record_kinds(args)

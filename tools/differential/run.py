@@ -314,8 +314,8 @@ def derender_one(run: Run, i: int, out: dict[str, Any], pick: tuple[dict[str, An
         base = {"chat_request": chat_req, "prompt_token_ids": prompt_ids}
     so, bo = run.post(ours_url, path, body)
     st, bt = run.post(vllm_url, path, body)
-    example = {"path": path, "output_text": out["text"], "token_ids": ids, "finish": finish,
-               key: chat_req if not completion else creq}
+    example = {"path": path, "model": run.model, "output_text": out["text"], "token_ids": ids,
+               "finish": finish, key: chat_req if not completion else creq}
     batch = (so, bo, st, bt)
     streams = []
     for size in (1, None):
@@ -363,6 +363,17 @@ def calls_kept(ours: Any, theirs: Any, finish: str = "stop") -> bool:
 CORE = ("content", "reasoning", "tool_calls", "finish_reason")
 
 
+def _json_value(arguments: Any) -> Any:
+    """Arguments as the JSON value they spell, so that spacing does not count (README: ours are
+    re-spaced as vLLM's batch writes them, vLLM streams them raw); raw when not JSON."""
+    if isinstance(arguments, str):
+        try:
+            return {"json": json.loads(arguments)}
+        except ValueError:
+            pass
+    return arguments
+
+
 def _core(answer: Any) -> dict[str, Any]:
     """What a client reads of one answer, batch or aggregated stream, in the aggregated stream's
     shape: text, reasoning (``None`` and ``""`` alike), calls (name, arguments), finish reason."""
@@ -373,7 +384,7 @@ def _core(answer: Any) -> dict[str, Any]:
     if not isinstance(answer, dict):
         return {}
     calls = [{"function": {"name": (c.get("function") or {}).get("name"),
-                           "arguments": (c.get("function") or {}).get("arguments")}}
+                           "arguments": _json_value((c.get("function") or {}).get("arguments"))}}
              for c in answer.get("tool_calls") or []]
     return {"content": answer.get("content") or "", "reasoning": answer.get("reasoning") or "",
             "tool_calls": calls, "finish_reason": answer.get("finish_reason")}
