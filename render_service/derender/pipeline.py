@@ -51,14 +51,10 @@ class Pipeline:
     #: ``--max-stream-state-bytes``: the largest state a caller may send back, so the largest
     #: this process hands out.
     max_state_bytes: int = 1024 * 1024
-    #: Special tokens a chat parse keeps as text besides the parser's markers: all of them where
-    #: vLLM 0.33's parser sets ``skip_special_tokens=False`` for every request (Mistral's engine
-    #: adapter: a ``</s>`` inside the output stays text; measured by the differential harness).
-    text_special_ids: frozenset[int] = frozenset()
-
     def kept_ids(self) -> frozenset[int] | None:
-        """The ids a chat parse keeps as text among the special ones (``None``: no parser)."""
-        return None if self.parser is None else self.parser.marker_token_ids | self.text_special_ids
+        """The special ids a chat parse keeps as text even where the parser drops special tokens
+        (its markers; ``None``: no parser)."""
+        return None if self.parser is None else self.parser.marker_token_ids
 
     @property
     def cfg(self) -> str:
@@ -113,8 +109,6 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
             frozenset(int(i) for i in tok.all_special_ids),
             lambda ids: decode(bundle, ids),
         ),
-        text_special_ids=frozenset(int(i) for i in tok.all_special_ids)
-        if settings.tool_call_parser == "mistral" else frozenset(),
     )
     _PIPELINES[key] = (bundle, settings, pipe)
     while len(_PIPELINES) > _MAX_CACHED:  # a server has one; tests load many bundles
@@ -172,7 +166,7 @@ def drop_stop_token(
 def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) -> tuple[str, str]:
     """Detokenize; returns (text exempt from stop strings (first ``min_tokens``), text to check)."""
     drop = detokenize.drop_set(
-        pipe.special_ids, pipe.kept_ids(), st.skip
+        pipe.special_ids, pipe.kept_ids() if st.parser is not None else None, st.skip
     )
     state = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
     n_head = max(0, min(len(ids), st.min_tok - st.ntok))
