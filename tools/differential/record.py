@@ -198,6 +198,7 @@ KIND_CASES: dict[str, list[tuple[str, str, str | None, str, dict[str, Any]]]] = 
     ],
     "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B": [
         ("r1_think_after_reasoning_text", " é<think> é<think>", "<｜end▁of▁sentence｜>", "stop", {}),
+        ("r1_empty_content_after_think_end", "</think>", "<｜end▁of▁sentence｜>", "stop", {}),
         ("r1_special_token_text_kept", " a<｜begin▁of▁sentence｜>b</think>c<|im_start|>d",
          "<｜end▁of▁sentence｜>", "stop", {}),
     ],
