@@ -246,6 +246,8 @@ def _emit_kept(spec: FormatSpec, st: dict[str, Any], text: str, out: list[Event]
     if trail is not None:
         text = st["hold"] + text
         keep = len(text) - len(text.rstrip(trail))
+        if spec.hold_blank_only and keep < len(text):
+            st["nw"] = True  # the content has other text than the held characters
         keep = min(keep, MAX_TRAILING)
         st["hold"] = text[len(text) - keep :]
         text = text[: len(text) - keep]
@@ -405,6 +407,8 @@ def _handle(
     back = back or spec.reject_mode
     for ev in events:
         if ev[0] == "name":
+            if spec.hold_blank_only and st["n"] == 0 and st.get("nw") and st["hold"]:
+                _sink(CONTENT, st, st["hold"], out)  # FormatSpec.hold_blank_only: kept
             if spec.hold_trailing:
                 st["hold"] = ""  # withheld text before a committed call is dropped
             out.append(("name", st["n"], *ev[1:]))  # (name[, native id])

@@ -179,6 +179,12 @@ class FormatSpec:
             as content otherwise (other transitions unless their ``release`` says otherwise,
             rejected bodies before their raw text, end of stream unless ``finish_release``
             says otherwise). ``ANY_WHITESPACE`` holds all whitespace (Python ``str.strip``).
+        hold_blank_only: with ``hold_trailing``: the run withheld before the first call is
+            content, not dropped, when the content before it has other text (``state["nw"]``):
+            vLLM 0.33's engine streaming drops only whitespace-only content before a call and
+            sends other content with its whitespace (``ParserEngine._events_to_delta``,
+            ``_content_has_nonws``), where its batch strips the content of every output with
+            calls; we follow its stream.
         call_id: native tool-call ids: ``call_id(position, name)`` where ``position`` counts
             the calls of the conversation (``history_tool_call_cnt`` + call index); the id is
             sent on the call's first delta (Mistral 9-char ids).
@@ -246,6 +252,7 @@ class FormatSpec:
     hold_limit: Mapping[str, tuple[int, Transition]] = field(default_factory=dict)
     separators: Mapping[str, str] = field(default_factory=dict)
     hold_trailing: Mapping[str, str] = field(default_factory=dict)
+    hold_blank_only: bool = False
     call_id: Callable[[int, str], str] | None = None
     tool_context: Callable[[Any], Any] | None = None
     strip_on_none: bool = False

@@ -179,7 +179,7 @@ AS_VLLM = {"qwen3_call_ends_unterminated_reasoning", "coder_stray_parameter_afte
 #: content it deferred behind the call), DeepSeek-R1 ``<think>`` after reasoning text (vLLM's
 #: batch drops the text before the first one).
 AS_VLLM_STREAM = {"coder_text_after_call", "coder_stray_function_after_call_without_tools",
-                  "r1_think_after_reasoning_text"}
+                  "r1_think_after_reasoning_text", "coder_bare_function_then_block_without_tools"}
 #: ... its batch: Mistral under ``tool_choice: none`` (its stream drops the text after the marker).
 #: and Mistral's repeated ``[TOOL_CALLS]`` (one marker; its stream keeps the text after the call).
 AS_VLLM_BATCH: set[str] = {"mistral_tool_calls_text_under_none", "mistral_repeated_marker"}
@@ -197,7 +197,7 @@ def test_parser_kind_answers_as_vllm(case):
     else:
         assert vllm_batch != vllm_stream
         assert ours_batch == (vllm_stream if case["name"] in AS_VLLM_STREAM else vllm_batch)
-    if case["name"].startswith("coder_text") or case["name"].startswith("coder_stray_function"):
+    if case["name"].startswith(("coder_text", "coder_stray_function", "coder_bare_function")):
         assert vllm_batch["content"] == "x" and ours_batch["content"].startswith("xy")
 
 
@@ -317,3 +317,80 @@ def test_mistral_forced_choice_text_is_content_as_generated():
     vllm_batch, vllm_stream = _vllm(case)
     assert vllm_batch["content"] == "world" and vllm_stream["content"] == ""
     assert ours_batch == ours_stream and ours_batch["content"] == " world\n"
+
+
+# --- special-token text, qwen3_coder whitespace before a call, R1 empty content (round 19) ------
+
+#: vLLM's batch and stream agree; ours too.
+AS_VLLM_SPECIAL = {"hermes_special_token_text_kept", "hermes_special_token_text_kept_with_call",
+                   "r1_special_token_text_kept", "coder_special_token_text_dropped",
+                   "coder_blank_content_before_call", "r1_empty_content_after_think_end"}
+
+
+@pytest.mark.parametrize("name", sorted(AS_VLLM_SPECIAL))
+def test_special_token_text_and_blank_content_as_vllm(name):
+    """README "Special tokens in a chat derender": vLLM keeps a special token's text unless one of
+    its engine parsers lexes the output (Qwen2.5/hermes and R1 keep ``<|im_start|>``, Qwen3 and
+    qwen3_coder drop it); whitespace-only content before a qwen3_coder call is dropped."""
+    case = _case(name)
+    ours_batch, ours_stream = _ours(case)
+    vllm_batch, vllm_stream = _vllm(case)
+    assert vllm_batch == vllm_stream and ours_batch == vllm_batch and ours_stream == ours_batch
+    kept = "im_start" in vllm_batch["content"] + vllm_batch["reasoning"]
+    assert kept == (name.startswith(("hermes", "r1_special")))
+
+
+def test_qwen3_special_token_text_dropped_as_vllm_batch():
+    """Qwen3 (the engine ``qwen3`` reasoning parser): vLLM's batch drops the special tokens'
+    text, its stream keeps it (they disagree); ours is its batch in both modes."""
+    case = _case("qwen3_special_token_text_dropped")
+    ours_batch, ours_stream = _ours(case)
+    vllm_batch, vllm_stream = _vllm(case)
+    assert vllm_batch["content"] == " world!" and "<|im_start|>" in vllm_stream["content"]
+    assert ours_batch == ours_stream == vllm_batch
+
+
+def test_coder_whitespace_around_content_before_call_is_vllm_stream():
+    """README "Deliberate differences": vLLM's batch strips the content of an output with calls
+    (``"42 42"``), its stream keeps the whitespace (``"\\n 42 42\\n"``); ours is its stream."""
+    case = _case("coder_whitespace_around_content_before_call")
+    ours_batch, ours_stream = _ours(case)
+    vllm_batch, vllm_stream = _vllm(case)
+    assert vllm_batch["content"] == "42 42" and vllm_stream["content"] == "\n 42 42\n"
+    assert ours_batch == ours_stream == vllm_stream
+
+
+def test_r1_empty_content_after_think_end_is_null():
+    """vLLM's legacy thinking parsers answer the text after ``</think>`` ``or None``."""
+    case = _case("r1_empty_content_after_think_end")
+    b, settings = bundle_for(case["model"]), settings_for(case["model"], **_flags(case["flags"]))
+    ours = derender_chat(b, settings, case["body"])["choices"][0]["message"]
+    theirs = case["response"]["choices"][0]["message"]
+    assert theirs["content"] is None and ours["content"] is None
+    assert ours["reasoning"] == theirs["reasoning"]
+
+
+GPTOSS = "openai--gpt-oss-20b"
+
+
+def test_harmony_first_word_of_the_first_header_is_its_recipient():
+    """``openai_harmony`` reads the first word of a header before ``<|channel|>`` as the
+    recipient (with or without ``to=``), and vLLM 0.33 treats any bare recipient as a function:
+    measured by the differential harness (seed 20261201): ``Hello<|channel|>final<|message|>…``
+    without tools → content null; ``🎉🎉<|channel|>commentary<|message|>ARGS<|call|>`` with tools
+    → a call named ``🎉🎉`` whose arguments are the message text, ``finish_reason: tool_calls``."""
+    flags = {"reasoning_parser": "openai_gptoss", "tool_call_parser": "openai",
+             "enable_auto_tool_choice": True}
+    msg = _derender(GPTOSS, 'Hello<|channel|>final<|message|>\t {"a": 1}', {"messages": HI}, **flags)
+    assert msg["content"] is None and not msg.get("tool_calls")
+    b = bundle_for(GPTOSS)
+    ids = b.tokenizer.encode("🎉🎉<|channel|>commentary<|message|>{}<|call|>", add_special_tokens=False)
+    body = {"generate_response": {"request_id": "r", "choices": [
+        {"index": 0, "token_ids": ids, "finish_reason": "stop"}]},
+        "chat_request": {"messages": HI, "tools": TOOLS}}
+    choice = derender_chat(b, settings_for(GPTOSS, **flags), body)["choices"][0]
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in choice["message"]["tool_calls"]] \
+        == [("🎉🎉", "{}")]
+    assert choice["finish_reason"] == "tool_calls"
+    plain = _derender(GPTOSS, "<|channel|>final<|message|>y", {"messages": HI}, **flags)
+    assert plain["content"] == "y"

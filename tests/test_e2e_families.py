@@ -60,7 +60,7 @@ FAMILIES = [
         {"tool_call_parser": "qwen3_coder", **TOOL_SERVER},
         "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
         "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call><|im_end|>",
-        "Let me check.",
+        "Let me check.\n",  # as vLLM 0.33's stream (its batch strips): README deliberate differences
         calls=(("get_weather", {"city": "Paris", "days": 3}),),
         finish="tool_calls",
         chat={"tools": TOOLS},

@@ -44,10 +44,22 @@ _CHANNEL = re.compile(r"<\|channel\|>\s*([^\s<]+)")
 _BUILTIN = frozenset({"python", "browser", "container"})
 
 
+_HEADER_PARTS = re.compile(r"<\|(?:channel|constrain|message)\|>")
+
+
 def recipient(header: str) -> str | None:
-    """The ``to=`` recipient of a message header, if any."""
+    """The recipient of a message header, if any: a ``to=`` anywhere in it, else the first word
+    after the role and before ``<|channel|>`` (``openai_harmony`` reads the header's first word
+    as the recipient with or without ``to=``: ``Hello<|channel|>final`` is a message to
+    ``Hello``, which vLLM 0.33 then treats as a function call)."""
     m = _RECIPIENT.search(header)
-    return m.group(1) if m else None
+    if m:
+        return m.group(1)
+    head = _HEADER_PARTS.split(header, 1)[0]
+    if head.startswith("<|start|>"):  # a later header: its role comes first
+        head = head[len("<|start|>"):].removeprefix("assistant")
+    words = head.split()
+    return words[0] if words else None
 
 
 def is_function(name: str | None) -> bool:

@@ -17,8 +17,11 @@ Wire format::
 * String values stream as JSON-escaped fragments; other values are sent when closed.
 * A bare ``<function=`` without ``<tool_call>`` is a call; an unclosed ``<parameter=`` is closed
   by the next opener; a missing ``</tool_call>`` is accepted.
-* Content is stripped when tools are called; text after a call is content (BR32: vLLM's
-  batch drops it while its streaming keeps it; we keep it in both).
+* Content before a call keeps its whitespace unless it is whitespace only, which a call
+  drops, as vLLM's streaming does (its batch strips the content of an output with calls; ours
+  must equal one of its answers, and a stream cannot take back what it sent); text after a
+  call is content (BR32: vLLM's batch drops it while its streaming keeps it; we keep it in
+  both).
 * Calls to undeclared tools are kept (vLLM behaviour).
 """
 
@@ -28,7 +31,7 @@ from dataclasses import replace
 
 from .xml_factory import qwen3_tags, xml_spec
 
-SPEC = xml_spec("qwen3_coder", ("<tool_call>",), qwen3_tags(), bare=("<function=",))
+SPEC = xml_spec("qwen3_coder", ("<tool_call>",), qwen3_tags(), bare=("<function=",), blank_only=True)
 
 #: ``step5`` (Step-5; vLLM 0.33 ``Step5ToolParser``): the same grammar with the content's
 #: whitespace kept when tools are called.

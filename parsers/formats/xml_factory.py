@@ -37,18 +37,22 @@ def xml_spec(
     typed: bool = True,
     drops: tuple[str, ...] = (),
     keep_between: bool = False,
+    blank_only: bool = False,
 ) -> FormatSpec:
     """Build an XML-call spec: every marker in ``starts`` and ``bare`` opens a body; ``typed``
     coerces values by the request's tool schemas (else every value is a string); ``drops`` are
     wrapper markers dropped outside blocks (HY ``<tool_calls>``); ``keep_between``: whitespace
-    between two blocks is content (SGLang's qwen3_coder returns the ``\\n`` between calls)."""
+    between two blocks is content (SGLang's qwen3_coder returns the ``\\n`` between calls);
+    ``blank_only`` (with ``strip``): the whitespace before the first call is dropped only when
+    the content is whitespace alone (``FormatSpec.hold_blank_only``)."""
     markers = {f"S{i}": t for i, t in enumerate(starts)} | {f"F{i}": t for i, t in enumerate(bare)}
     markers["END"] = tags.block_end
     after = "A" if keep_after else "D"
     trans = {(m, k): Transition("B") for m in ("C", after) for k in markers if k != "END"}
     if keep_between:
         trans |= {(after, k): Transition("B", release="content") for k in markers if k != "END"}
-    trans[(after, "END")] = Transition(after)
+    # the whitespace between a bare call's ``</function>`` and a block closer is syntax
+    trans[(after, "END")] = Transition(after, release="drop")
     for i, text in enumerate(drops):
         markers[f"W{i}"] = text
         trans |= {(m, f"W{i}"): Transition(m) for m in ("C", after)}
@@ -67,6 +71,7 @@ def xml_spec(
         guided_json=guided_json,
         tool_context=tool_types if typed else None,
         hold_trailing={"C": ANY_WHITESPACE} if strip else {},
+        hold_blank_only=blank_only,
         strip_on_none=True,
     )
 

@@ -116,7 +116,10 @@ def _message(
     reasoning = out.reasoning or ("" if out.empty_reasoning else None)  # FormatSpec.empty_reasoning
     if parsed:
         forced = chat is not None and (chat.tool_choice == "required" or isinstance(chat.tool_choice, dict))
-        empty = in_content and not out.reasoning and not out.tool_calls and not engine
+        # raw_reasoning: vLLM's legacy thinking parsers answer the text after the end marker
+        # ``or None`` (measured: DeepSeek-R1 ``</think>`` + EOS -> content null)
+        empty = in_content and not out.reasoning and not out.tool_calls and not engine \
+            and not raw_reasoning
         content = out.content or ("" if forced or empty else None)
         if raw_reasoning and not in_content and not out.content and not out.tool_calls:
             reasoning = out.reasoning

@@ -225,9 +225,10 @@ def flush(detok: Detokenizer, state: DetokState) -> tuple[str, DetokState]:
 def drop_set(
     special_ids: frozenset[int], marker_ids: frozenset[int] | None, skip_special_tokens: bool
 ) -> frozenset[int]:
-    """Ids left out of the text: with a parser (``marker_ids`` given) every special token the
-    parser does not use as a marker; without one, all special tokens when
-    ``skip_special_tokens`` (the request's value, default true), else none."""
+    """Ids left out of the text: without a parser (``marker_ids`` ``None``) all special tokens
+    when ``skip_special_tokens`` (the request's value, default true), else none; with a parser
+    (``marker_ids`` given) ``skip_special_tokens`` says whether the parser drops the special
+    tokens it does not use as markers (``render_service.parsing.drops_special_text``)."""
     if marker_ids is not None:
-        return special_ids - marker_ids
+        return special_ids - marker_ids if skip_special_tokens else frozenset()
     return special_ids if skip_special_tokens else frozenset()

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import InvalidRequest, InvalidStreamState, RenderServiceError
 from ..models import ModelBundle, check_model
+from ..parsing import drops_special_text
 from ..protocol.common import asks_structured_output
 from ..protocol.derender import (
     ChatRequestFields,
@@ -122,14 +123,17 @@ def initial_state(
         ptoks=prompt_tokens,
         named=chat is not None and isinstance(chat.tool_choice, dict),
     )
-    drop = detokenize.drop_set(pipe.special_ids, pipe.kept_ids() if parser else None, st.skip)
+    ctx = parse_context(chat, settings) if parser is not None else None  # type: ignore[arg-type]
+    if ctx is not None:  # with a parser ``skip`` means: special tokens that are not markers
+        st.skip = drops_special_text(settings, ctx)
+    drop = pipe.drop_ids(st.skip, parser is not None)
     seed = detokenize.seed(pipe.detok, prompt_ids, drop)
     st.win, st.pre, st.rd = list(seed.window), seed.prefix, seed.read
     if parser is not None:
         from parsers.types import UnsupportedRequest
 
         try:
-            st.parser = parser.start(parse_context(chat, settings), prompt_ids)  # type: ignore[arg-type]
+            st.parser = parser.start(ctx, prompt_ids)
         except UnsupportedRequest as exc:  # vLLM 0.33 builds the request's parser: ValueError -> 400
             raise InvalidRequest(str(exc)) from exc
     return st

@@ -51,27 +51,25 @@ class Pipeline:
     #: ``--max-stream-state-bytes``: the largest state a caller may send back, so the largest
     #: this process hands out.
     max_state_bytes: int = 1024 * 1024
-    #: Special tokens a chat parse keeps as text besides the parser's markers: all of them where
-    #: vLLM 0.33's parser sets ``skip_special_tokens=False`` for every request (Mistral's engine
-    #: adapter: a ``</s>`` inside the output stays text; measured by the differential harness).
-    text_special_ids: frozenset[int] = frozenset()
-
-    #: :meth:`drop_ids` by ``skip_special_tokens`` (false, true), made once from the fields above.
-    _drops: tuple[frozenset[int], frozenset[int]] = field(init=False, repr=False, compare=False)
+    #: :meth:`drop_ids` by (a parser reads the stream, ``skip_special_tokens``), made once.
+    _drops: dict[tuple[bool, bool], frozenset[int]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         kept = self.kept_ids()
-        drops = tuple(detokenize.drop_set(self.special_ids, kept, skip) for skip in (False, True))
+        drops = {(parsed, skip): detokenize.drop_set(self.special_ids, kept if parsed else None, skip)
+                 for parsed in (False, True) for skip in (False, True)}
         object.__setattr__(self, "_drops", drops)
 
     def kept_ids(self) -> frozenset[int] | None:
-        """The ids a chat parse keeps as text among the special ones (``None``: no parser)."""
-        return None if self.parser is None else self.parser.marker_token_ids | self.text_special_ids
+        """The special ids a chat parse keeps as text even where the parser drops special tokens
+        (its markers; ``None``: no parser)."""
+        return None if self.parser is None else self.parser.marker_token_ids
 
-    def drop_ids(self, skip_special_tokens: bool) -> frozenset[int]:
+    def drop_ids(self, skip_special_tokens: bool, parsed: bool = True) -> frozenset[int]:
         """The ids a step leaves out of the text (:func:`.detokenize.drop_set` of this pipeline's
-        special and kept ids), for the request's ``skip_special_tokens``."""
-        return self._drops[skip_special_tokens]
+        special ids, and its kept ids where a parser reads the stream), for the request's
+        ``skip_special_tokens``."""
+        return self._drops[(parsed, skip_special_tokens)]
 
     @property
     def cfg(self) -> str:
@@ -126,8 +124,6 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
             frozenset(int(i) for i in tok.all_special_ids),
             lambda ids: decode(bundle, ids),
         ),
-        text_special_ids=frozenset(int(i) for i in tok.all_special_ids)
-        if settings.tool_call_parser == "mistral" else frozenset(),
     )
     _PIPELINES[key] = (bundle, settings, pipe)
     while len(_PIPELINES) > _MAX_CACHED:  # a server has one; tests load many bundles
@@ -184,7 +180,7 @@ def drop_stop_token(
 
 def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) -> tuple[str, str]:
     """Detokenize; returns (text exempt from stop strings (first ``min_tokens``), text to check)."""
-    drop = pipe.drop_ids(st.skip)
+    drop = pipe.drop_ids(st.skip, st.parser is not None)
     state = before = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
     n_head = max(0, min(len(ids), st.min_tok - st.ntok))
     head = ""

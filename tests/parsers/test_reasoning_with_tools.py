@@ -132,18 +132,25 @@ def test_qwen3_think_end_inside_hermes_arguments_is_argument_text():
 
 def test_unicode_whitespace_before_an_xml_call_is_dropped_and_held_text_is_bounded():
     """The folded trailing-text hold (``hold_trailing`` with ``ANY_WHITESPACE``) drops any
-    Unicode whitespace before a qwen3_coder call like ``str.strip``, and never holds more than
-    ``machine.MAX_TRAILING`` characters however long the run."""
+    Unicode whitespace before a glm45 call like ``str.strip`` (qwen3_coder: only content that
+    is whitespace alone), and never holds more than ``machine.MAX_TRAILING`` characters however
+    long the run."""
+    glm_call = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"
+    result = both("glm45", "glm45", "</think>Hi\u3000\u00a0\n" + glm_call)
+    assert result.content == "Hi"
+    assert calls(result) == [("get_weather", {"city": "Paris"})]
     call = (
         "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
         "</function>\n</tool_call>"
     )
-    result = both("qwen3", "qwen3_coder", "</think>Hi\u3000\u00a0\n" + call)
-    assert result.content == "Hi"
+    result = both("qwen3", "qwen3_coder", "</think>\u3000\u00a0\n" + call)
+    assert result.content is None
     assert calls(result) == [("get_weather", {"city": "Paris"})]
-    p = parsers.get_parser(None, "qwen3_coder")
-    _, _, states = run_stream(p, CTX, ["Hi", " " * (machine.MAX_TRAILING * 4)])
-    assert len(states[-1]["t"]["hold"]) <= machine.MAX_TRAILING
+    for name in ("glm45", "qwen3_coder"):
+        p = parsers.get_parser(None, name)
+        _, _, states = run_stream(p, CTX, ["" if name == "qwen3_coder" else "Hi",
+                                           " " * (machine.MAX_TRAILING * 4)])
+        assert len(states[-1]["t"]["hold"]) <= machine.MAX_TRAILING
 
 
 def test_readme_lists_every_registered_parser_name():

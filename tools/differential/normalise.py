@@ -346,14 +346,17 @@ def _malformed_block_kept(ours: Json, theirs: Json) -> tuple[Json, Json]:
     ``<function=``/JSON body, no ``</tool_call>``) is given back as content; vLLM drops
     everything from the ``<tool_call>`` on. Recognised exactly: the calls are equal and our
     content is vLLM's followed by text that starts with ``<tool_call>`` and holds neither
-    ``<function=`` nor ``</tool_call>`` nor ``{``."""
+    ``<function=`` nor ``{``, nor ``</tool_call>`` other than one closing it at the very end
+    (qwen3_coder ``<tool_call>Hello</tool_call>`` under a named tool choice)."""
     for o, t in zip(_answers(ours), _answers(theirs), strict=False):
         mo, mt = _msg(o), _msg(t)
         co, ct = mo.get("content") or "", mt.get("content") or ""
         if _calls(mo) != _calls(mt) or not co.startswith(ct.rstrip()):
             continue
         tail = co[len(ct.rstrip()):].lstrip()
-        if tail.startswith(DRAFT_START) and not any(x in tail for x in ("<function=", "</tool_call>", "{")):
+        body = tail.rstrip()
+        body = body[: -len("</tool_call>")] if body.endswith("</tool_call>") else body
+        if tail.startswith(DRAFT_START) and not any(x in body for x in ("<function=", "</tool_call>", "{")):
             mo["content"] = mt.get("content")
     return ours, theirs
 

@@ -206,8 +206,34 @@ KIND_CASES: dict[str, list[tuple[str, str, str | None, str, dict[str, Any]]]] = 
     ],
     "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B": [
         ("r1_think_after_reasoning_text", " é<think> é<think>", "<｜end▁of▁sentence｜>", "stop", {}),
+        ("r1_empty_content_after_think_end", "</think>", "<｜end▁of▁sentence｜>", "stop", {}),
+        ("r1_special_token_text_kept", " a<｜begin▁of▁sentence｜>b</think>c<|im_start|>d",
+         "<｜end▁of▁sentence｜>", "stop", {}),
+    ],
+    "Qwen--Qwen2.5-7B-Instruct": [
+        ("hermes_special_token_text_kept", "</think><|im_start|> world<|endoftext|>!",
+         "<|im_end|>", "stop", {}),
+        ("hermes_special_token_text_kept_with_call",
+         '<|im_start|>x\n<tool_call>\n{"name": "A", "arguments": {}}\n</tool_call>', "<|im_end|>",
+         "stop", {"tools": _TOOL_A}),
     ],
 }
+#: Cases of the same kinds recorded later for folders already listed above.
+KIND_CASES["Qwen--Qwen3-0.6B"] += [
+    ("qwen3_special_token_text_dropped", "</think><|im_start|> world<|endoftext|>!", "<|im_end|>",
+     "stop", {}),
+]
+_CODER_CALL = "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>"
+KIND_CASES["Qwen--Qwen3-Coder-30B-A3B-Instruct"] += [
+    ("coder_whitespace_around_content_before_call", "\n 42 42\n" + _CODER_CALL, "<|im_end|>",
+     "stop", {"tools": _TOOL_ADD}),
+    ("coder_blank_content_before_call", " \n\n" + _CODER_CALL, "<|im_end|>", "stop",
+     {"tools": _TOOL_ADD}),
+    ("coder_bare_function_then_block_without_tools",
+     "x<function=add><tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n</function>\n"
+     "</tool_call>y", "<|im_end|>", "stop", {}),
+    ("coder_special_token_text_dropped", "a<|im_start|>b<|endoftext|>c", "<|im_end|>", "stop", {}),
+]
 
 
 def _stream_one_token(url: str, base: dict[str, Any], ids: list[int], finish: str) -> Any:
@@ -231,11 +257,11 @@ def record_kinds(args: argparse.Namespace) -> None:
     answer and one-token stream to ``tests/data/vllm_derender_kinds.json``."""
     from transformers import AutoTokenizer
 
-    only = set(args.only.split(",")) if args.only else None
-    records = [] if only is None else [
-        r for r in json.loads(KINDS_OUT.read_text()) if r["model"] not in only]
+    wanted = set(args.models.split(",")) if args.models else set(KIND_CASES)
+    kept = json.loads(KINDS_OUT.read_text()) if args.models and KINDS_OUT.exists() else []
+    records = [r for r in kept if r["model"] not in wanted]
     for model, kinds in KIND_CASES.items():
-        if only is not None and model not in only:
+        if model not in wanted:
             continue
         folder = args.models_dir / model
         tok = AutoTokenizer.from_pretrained(str(folder))
@@ -268,8 +294,9 @@ def main() -> None:
     p.add_argument("--port", type=int, default=8141)
     p.add_argument("--kinds", action="store_true", help="record the parser kinds of KIND_CASES "
                    "(tests/data/vllm_derender_kinds.json) instead of the Qwen3 derender cases")
-    p.add_argument("--only", default=None, help="with --kinds: comma-separated model folders to "
-                   "re-record; the other folders' records are kept as they are")
+    p.add_argument("--models", "--only", dest="models", default="",
+                   help="with --kinds: re-record only these comma-separated "
+                   "folders, keeping the other folders' recorded cases")
     args = p.parse_args()
     if args.kinds:
         record_kinds(args)
