@@ -246,9 +246,10 @@ def serve() -> Iterator:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests parametrized with a ../shared/models folder name are grouped by that folder
     (``xdist_group``): under ``--dist loadgroup`` (pyproject addopts) one worker runs all of a
-    folder's parametrized tests, so each worker loads fewer models (CPU and peak memory). A folder's
-    tests are also moved together (to where its first one was collected), so that with or without
-    xdist they run one after another while the folder's model is cached."""
+    folder's parametrized tests, so each worker loads fewer models (CPU and peak memory). A group's
+    tests (a folder's, or an explicit ``xdist_group``) are also moved together (to where its first
+    one was collected), so that with or without xdist they run one after another while the folder's
+    model is cached."""
     folders = {p.name for p in MODELS.iterdir() if p.is_dir()} if MODELS.is_dir() else set()
     first: dict[str, int] = {}
     order: list[tuple[int, int]] = []
@@ -257,7 +258,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         named = sorted(v for v in params.values() if isinstance(v, str) and v in folders)
         if named and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(named[0]))
-        group = named[0] if named else None
+        marker = item.get_closest_marker("xdist_group")
+        group = str(marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
         order.append((first.setdefault(group, i) if group else i, i))
     # a folder's tests run one after another (also with -n 0), as xdist runs a group on one worker:
     # the model cache keeps only the recently used folders (MAX_MODELS)
