@@ -17,7 +17,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -242,6 +242,22 @@ def serve() -> Iterator:
     _SERVERS.clear()
 
 
+def _folders_named(values: Iterable[Any], folders: set[str], depth: int = 3) -> set[str]:
+    """The model folders that parameter values name: a folder name, or a path ending in one, also
+    inside tuples, lists and dict values (``depth`` levels)."""
+    found: set[str] = set()
+    for value in values:
+        if isinstance(value, str):
+            name = value.rstrip("/").rsplit("/", 1)[-1]
+            if name in folders:
+                found.add(name)
+        elif depth and isinstance(value, (tuple, list)):
+            found |= _folders_named(value, folders, depth - 1)
+        elif depth and isinstance(value, dict):
+            found |= _folders_named(value.values(), folders, depth - 1)
+    return found
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests parametrized with a ../shared/models folder name are grouped by that folder
@@ -255,7 +271,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order: list[tuple[int, int]] = []
     for i, item in enumerate(items):
         params = getattr(getattr(item, "callspec", None), "params", {})
-        named = sorted(v for v in params.values() if isinstance(v, str) and v in folders)
+        named = sorted(_folders_named(params.values(), folders))
         if named and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(named[0]))
         marker = item.get_closest_marker("xdist_group")
