@@ -10,15 +10,16 @@ CPU and a few hundred MB).
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
-import functools
 import gc
 import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -86,18 +87,50 @@ NOT_BUNDLE_FIELDS = frozenset({
 })
 _BUNDLES: dict[str, ModelBundle] = {}
 _LOADED_AS: dict[str, str] = {}
-MAX_BUNDLES = 12
-"""Loaded bundles kept per test process (least recently used dropped beyond this): more than the
-nine model folders, since several tests loop over all of them (a bound of 7 made
-``test_detokenize.py::test_br03_br04_one_token_per_step`` reload models on every pass, and did not
-lower the peak RSS). Tests parametrized by folder are grouped onto one worker per folder
-(:func:`pytest_collection_modifyitems`)."""
+_TOKENIZERS: dict[str, Any] = {}
+_RESIDENT: dict[str, None] = {}
+MAX_MODELS = 12
+"""Model folders whose tokenizer and bundles are kept per test process (least recently used folder
+dropped beyond this, with its HF tokenizer and every bundle loaded from it): more than the folders
+of ../shared/models, so nothing is dropped today. A bound of 4 was measured in a full run and
+raised the peak (5.8 GB) and the CPU: the product's own per-bundle caches (detokenizer, pipeline,
+parser) still hold a dropped bundle, so a reload held the model twice. Tests parametrized by folder
+run on one worker per folder, one after another (:func:`pytest_collection_modifyitems`), so each
+worker loads fewer folders."""
 
 
 #: Settings fields that only set a bundle's ``names`` and ``max_model_len``: bundles whose settings
 #: differ only in these are one loaded bundle (tokenizer, template, prompt encoder) with those two
 #: fields set as ``load_bundle`` sets them (``Settings.model_names``, ``models._max_model_len``).
 NAME_AND_LENGTH_FIELDS = frozenset({"served_model_name", "max_model_len"})
+
+
+def _touch(path: str) -> None:
+    """Mark the model folder ``path`` as just used; drop the least recently used folders beyond
+    :data:`MAX_MODELS` (their tokenizer and bundles; live servers keep their own bundle)."""
+    _RESIDENT.pop(path, None)
+    _RESIDENT[path] = None
+    if len(_RESIDENT) <= MAX_MODELS:
+        return
+    while len(_RESIDENT) > MAX_MODELS:
+        old = next(iter(_RESIDENT))
+        del _RESIDENT[old]
+        _TOKENIZERS.pop(old, None)
+        for key in [k for k, b in _BUNDLES.items() if _BUNDLE_PATH[k] == old]:
+            del _BUNDLES[key], _LOADED_AS[key], _BUNDLE_PATH[key]
+    gc.collect()
+    _malloc_trim()
+
+
+_BUNDLE_PATH: dict[str, str] = {}
+
+
+def _malloc_trim() -> None:
+    """Give freed heap pages back to the OS (glibc), so a dropped model lowers the RSS."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def bundle_key(settings: Settings, also_ignored: frozenset[str] = frozenset()) -> str:
@@ -109,10 +142,12 @@ def bundle_key(settings: Settings, also_ignored: frozenset[str] = frozenset()) -
 
 def shared_bundle(settings: Settings) -> ModelBundle:
     """``load_bundle(settings)``, loaded once per test process for all settings that share the
-    bundle fields (see :data:`NOT_BUNDLE_FIELDS`, :data:`NAME_AND_LENGTH_FIELDS`). Raises what
-    ``load_bundle`` raises."""
+    bundle fields (see :data:`NOT_BUNDLE_FIELDS`, :data:`NAME_AND_LENGTH_FIELDS`), kept while its
+    model folder is among the :data:`MAX_MODELS` most recently used. Raises what ``load_bundle``
+    raises."""
     key = bundle_key(settings)
-    bundle = _BUNDLES.pop(key, None)
+    path = str(settings.model_path)
+    bundle = _BUNDLES.get(key)
     if bundle is None:
         loaded = bundle_key(settings, NAME_AND_LENGTH_FIELDS)
         twin = next((b for k, b in _BUNDLES.items() if _LOADED_AS[k] == loaded), None)
@@ -120,26 +155,27 @@ def shared_bundle(settings: Settings) -> ModelBundle:
             bundle = dataclasses.replace(twin, names=settings.model_names,
                                          max_model_len=_max_model_len(settings, twin.config, twin.tokenizer))
         else:
-            path = settings.model_path
             own = Path(path).is_dir() and getattr(settings, "tokenizer", None) is None  # no --tokenizer
             bundle = load_bundle(settings, _tokenizer_at(path) if own else None)
-        _LOADED_AS[key] = loaded
-    _BUNDLES[key] = bundle  # most recently used last
-    while len(_BUNDLES) > MAX_BUNDLES:
-        _BUNDLES.pop(next(iter(_BUNDLES)))
+        _BUNDLES[key], _LOADED_AS[key], _BUNDLE_PATH[key] = bundle, loaded, path
+    _touch(path)
     return bundle
 
 
-@functools.cache
 def _tokenizer_at(path: str):  # type: ignore[no-untyped-def]
-    from transformers import AutoTokenizer
+    tok = _TOKENIZERS.get(path)
+    if tok is None:
+        from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path)
+        tok = _TOKENIZERS[path] = AutoTokenizer.from_pretrained(path)
+    _touch(path)
+    return tok
 
 
 def hf_tokenizer(folder: str):  # type: ignore[no-untyped-def]
     """The plain Hugging Face tokenizer of ``../shared/models/<folder>`` (the reference the tests
-    compare with), loaded once per test process and shared with the bundles of that folder."""
+    compare with), loaded once per test process while that folder is kept (:data:`MAX_MODELS`) and
+    shared with the bundles of that folder."""
     return _tokenizer_at(str(shared_path("models", folder)))
 
 
@@ -207,14 +243,41 @@ def serve() -> Iterator:
     _SERVERS.clear()
 
 
+def _folders_named(values: Iterable[Any], folders: set[str], depth: int = 3) -> set[str]:
+    """The model folders that parameter values name: a folder name, or a path ending in one, also
+    inside tuples, lists and dict values (``depth`` levels)."""
+    found: set[str] = set()
+    for value in values:
+        if isinstance(value, str):
+            name = value.rstrip("/").rsplit("/", 1)[-1]
+            if name in folders:
+                found.add(name)
+        elif depth and isinstance(value, (tuple, list)):
+            found |= _folders_named(value, folders, depth - 1)
+        elif depth and isinstance(value, dict):
+            found |= _folders_named(value.values(), folders, depth - 1)
+    return found
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests parametrized with a ../shared/models folder name are grouped by that folder
     (``xdist_group``): under ``--dist loadgroup`` (pyproject addopts) one worker runs all of a
-    folder's parametrized tests, so each worker loads fewer models (CPU and peak memory)."""
+    folder's parametrized tests, so each worker loads fewer models (CPU and peak memory). A group's
+    tests (a folder's, or an explicit ``xdist_group``) are also moved together (to where its first
+    one was collected), so that with or without xdist they run one after another while the folder's
+    model is cached."""
     folders = {p.name for p in MODELS.iterdir() if p.is_dir()} if MODELS.is_dir() else set()
-    for item in items:
+    first: dict[str, int] = {}
+    order: list[tuple[int, int]] = []
+    for i, item in enumerate(items):
         params = getattr(getattr(item, "callspec", None), "params", {})
-        named = sorted(v for v in params.values() if isinstance(v, str) and v in folders)
+        named = sorted(_folders_named(params.values(), folders))
         if named and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(named[0]))
+        marker = item.get_closest_marker("xdist_group")
+        group = str(marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
+        order.append((first.setdefault(group, i) if group else i, i))
+    # a folder's tests run one after another (also with -n 0), as xdist runs a group on one worker:
+    # the model cache keeps only the recently used folders (MAX_MODELS)
+    items[:] = [items[i] for _, i in sorted(order)]

@@ -6,7 +6,7 @@ import functools
 import json
 from pathlib import Path
 
-from conftest import MODELS, shared_path
+from conftest import MAX_MODELS, MODELS, shared_path
 from conftest import hf_tokenizer as _hf_tokenizer
 from hypothesis import strategies as st
 
@@ -25,9 +25,10 @@ def hf_tokenizer(name: str):  # type: ignore[no-untyped-def]
     return _hf_tokenizer(name)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=MAX_MODELS)
 def fast_encoder(name: str) -> FastEncoder | None:
-    """``build_fast_encoder`` of that tokenizer (built once per session).
+    """``build_fast_encoder`` of that tokenizer (built once per process while the folder is among
+    the recently used ones, as the bundles are: ``conftest.MAX_MODELS``).
 
     The model's shared bundle (``derender_helpers.bundle``) builds exactly this encoder from the same
     HF tokenizer object for its prompt encoder (``build_prompt_encoder`` → ``build_fast_encoder``, in a

@@ -136,16 +136,18 @@ def test_br02_invalid_bytes_never_stall():
     assert state.pending == b""
 
 
+@pytest.mark.parametrize("name", MODEL_NAMES)
 @pytest.mark.parametrize("target", ["삼겹살 먹고 싶어요", "数学 𫷲 和 𝟙"])
-def test_br03_br04_one_token_per_step(target):
-    """BR03/BR04: Korean and astral-plane text one token per step: no U+FFFD, no exception,
-    joined deltas equal the batch decode."""
-    for name in MODEL_NAMES:
-        tok = bundle(name).tokenizer
-        ids = tok.encode(target, add_special_tokens=False)
-        deltas, _ = one_by_one(detokenizer_for(tok), ids)
-        assert "".join(deltas) == tok.decode(ids) == target
-        assert not any(FFFD in d for d in deltas)
+def test_br03_br04_one_token_per_step(target, name):
+    """BR03/BR04: Korean and astral-plane text one token per step on every shared tokenizer: no
+    U+FFFD, no exception, joined deltas equal the batch decode. One test per (text, model), so it
+    runs on the worker that holds that model's other tests (``conftest.pytest_collection_modifyitems``)
+    instead of loading every model on whichever worker gets it."""
+    tok = bundle(name).tokenizer
+    ids = tok.encode(target, add_special_tokens=False)
+    deltas, _ = one_by_one(detokenizer_for(tok), ids)
+    assert "".join(deltas) == tok.decode(ids) == target
+    assert not any(FFFD in d for d in deltas)
 
 
 def test_br11_no_spaces_around_added_tokens():

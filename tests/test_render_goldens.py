@@ -83,9 +83,11 @@ CASES = [
         config,
         row,
         id=f"{config}-{row['name']}",
-        marks=[pytest.mark.xfail(strict=True, reason="structural tag not reproduced (README)")]
-        if (config, row["name"]) in KNOWN_DIFFERENT
-        else [],
+        # on the worker that runs the other tests of this model folder (conftest: one server start
+        # and one model load per configuration in the whole run, not one per worker)
+        marks=[pytest.mark.xdist_group(CONFIGS[config]["folder"])]
+        + ([pytest.mark.xfail(strict=True, reason="structural tag not reproduced (README)")]
+           if (config, row["name"]) in KNOWN_DIFFERENT else []),
     )
     for config in CONFIGS
     for row in _rows(config)

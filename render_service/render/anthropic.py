@@ -75,6 +75,9 @@ def _image_part(block: AnthropicContentBlock | dict[str, Any], where: str) -> di
 
 _MERGE: dict[int, tuple[Any, bool]] = {}
 _EFFORT: dict[tuple[int, int], tuple[Any, Any, str]] = {}
+_MAX_CACHED = 4
+"""Probe results kept (oldest dropped beyond this): a server has one bundle; a process that loads
+many (the tests) would otherwise keep every bundle alive through these entries."""
 
 
 def merge_inline_system(bundle: ModelBundle) -> bool:
@@ -101,6 +104,8 @@ def merge_inline_system(bundle: ModelBundle) -> bool:
         except Exception:  # noqa: BLE001 - a template failing any other way is treated the same
             merge = True
     _MERGE[id(bundle)] = (bundle, merge)
+    while len(_MERGE) > _MAX_CACHED:
+        _MERGE.pop(next(iter(_MERGE)))
     return merge
 
 
@@ -125,6 +130,8 @@ def disabled_thinking_effort(bundle: ModelBundle, settings: Settings) -> str:
     none_ids = probe("none")
     effort = "low" if none_ids is None or any(probe(e) == none_ids for e in EFFORTS) else "none"
     _EFFORT[key] = (bundle, settings, effort)
+    while len(_EFFORT) > _MAX_CACHED:
+        _EFFORT.pop(next(iter(_EFFORT)))
     return effort
 
 

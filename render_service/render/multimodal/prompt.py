@@ -130,6 +130,9 @@ class MultimodalState:
 _STATES: dict[tuple[int, int], tuple[Any, Any, MultimodalState | None]] = {}
 """(id(bundle), id(settings)) → (bundle, settings, state); the objects are held so the ids stay theirs."""
 _LOCK = threading.Lock()
+_MAX_STATES = 4
+"""States kept (oldest dropped beyond this): each holds its bundle and its media cache (up to
+``mm_cache_bytes``), so a process that loads many bundles would otherwise keep all of them."""
 
 
 def state_for(bundle: ModelBundle, settings: Settings) -> MultimodalState | None:
@@ -139,9 +142,12 @@ def state_for(bundle: ModelBundle, settings: Settings) -> MultimodalState | None
     if entry is not None:
         return entry[2]
     with _LOCK:
-        if key not in _STATES:
-            _STATES[key] = (bundle, settings, _new_state(bundle, settings))
-    return _STATES[key][2]
+        entry = _STATES.get(key)
+        if entry is None:
+            entry = _STATES[key] = (bundle, settings, _new_state(bundle, settings))
+            while len(_STATES) > _MAX_STATES:  # a server has one; the tests load many bundles
+                _STATES.pop(next(iter(_STATES)))
+    return entry[2]
 
 
 def _new_state(bundle: ModelBundle, settings: Settings) -> MultimodalState | None:
