@@ -94,9 +94,12 @@ the request's tools and history tool-call arguments with it on every render, eac
 the value for ``json.dumps``: the same bytes come only from values that ``json.dumps`` writes the
 same (same key order, types and floats; orjson refuses non-string keys, integers beyond 64 bits
 and other types, which are then never remembered), except that orjson writes NaN and infinities
-as ``null``, so a value whose bytes hold ``null`` is never remembered either."""
-_TOJSON_ENTRIES = 4096
-_TOJSON_MAX_KEY = 65_536
+as ``null``, so a value whose bytes hold ``null`` is never remembered either. Bounded: at most
+:data:`_TOJSON_ENTRIES` values of at most :data:`_TOJSON_MAX_KEY` bytes (~8 MB at worst; 4,096
+entries of up to 64 KB let a 5-second load test of real requests grow a server by ~70–150 MB,
+``tests/test_ops_load.py``), cleared whole when full."""
+_TOJSON_ENTRIES = 256
+_TOJSON_MAX_KEY = 16_384
 
 
 def _strftime_now(fmt: str) -> str:

@@ -14,6 +14,12 @@ from render_service.settings import Settings
 
 USER = [{"role": "user", "content": "hi"}]
 PROMPT_LEN = 9  # Qwen3 "hi" with generation prompt
+#: vLLM 0.33 sends ``structured_outputs`` as its whole ``StructuredOutputsParams``, every unset
+#: field ``null`` / ``false`` (tests/goldens/render_qwen3.json, recorded from vLLM).
+UNSET_SO = {"_backend": None, "_backend_was_auto": False, "choice": None,
+            "disable_additional_properties": False, "disable_any_whitespace": False, "grammar": None,
+            "json": None, "json_object": None, "regex": None, "structural_tag": None,
+            "whitespace_pattern": None}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +84,7 @@ def test_every_field_is_mapped(qwen):
         "logit_bias": {"11": 1.5},
         "allowed_token_ids": [1, 2],
         "thinking_token_budget": 64,
-        "structured_outputs": {"regex": "a+"},
+        "structured_outputs": {**UNSET_SO, "regex": "a+"},
         "extra_args": {"k": "v"},
         "skip_special_tokens": False,
         "stop": [],
@@ -108,10 +114,11 @@ def test_chat_logprobs_without_top_is_zero(qwen):
 
 def test_response_format_to_structured_outputs(qwen):
     """response_format json_object / json_schema become structured_outputs."""
-    assert sp_of(qwen, response_format={"type": "json_object"})["structured_outputs"] == {"json_object": True}
+    assert sp_of(qwen, response_format={"type": "json_object"})["structured_outputs"] == {
+        **UNSET_SO, "json_object": True}
     schema = {"type": "object"}
     so = sp_of(qwen, response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
-    assert so["structured_outputs"] == {"json": schema}
+    assert so["structured_outputs"] == {**UNSET_SO, "json": schema}
     assert "structured_outputs" not in sp_of(qwen, response_format={"type": "text"})
 
 
