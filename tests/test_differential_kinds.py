@@ -173,7 +173,8 @@ def _vllm(case: dict) -> tuple[dict, dict]:
 #: Cases where we answer as vLLM's batch and stream both do (they agree there).
 AS_VLLM = {"qwen3_call_ends_unterminated_reasoning", "coder_stray_parameter_after_call_tool_choice_none",
            "harmony_length_cut_after_start", "harmony_length_cut_inside_next_header",
-           "harmony_call_header_inside_analysis", "mistral_empty_output_with_tools"}
+           "harmony_call_header_inside_analysis", "mistral_empty_output_with_tools",
+           "llama_python_tag_text_without_call", "llama_python_tag_before_call"}
 #: README "Deliberate differences": vLLM's batch and stream disagree; ours is one of them in both
 #: modes. Its stream: qwen3_coder text after a call (vLLM's batch drops it, never releasing
 #: content it deferred behind the call), DeepSeek-R1 ``<think>`` after reasoning text (vLLM's
@@ -394,3 +395,39 @@ def test_harmony_first_word_of_the_first_header_is_its_recipient():
     assert choice["finish_reason"] == "tool_calls"
     plain = _derender(GPTOSS, "<|channel|>final<|message|>y", {"messages": HI}, **flags)
     assert plain["content"] == "y"
+
+
+def test_llama_python_tag_is_text_unless_a_call_follows():
+    """vLLM 0.33 keeps special-token text with a parser configured: ``<|python_tag|>`` without a
+    call is content in its batch and stream; before a call it is dropped."""
+    ours_batch, _ = _ours(_case("llama_python_tag_text_without_call"))
+    assert ours_batch["content"] == "🎉🎉<|python_tag|><|python_tag|>" and not ours_batch["calls"]
+    ours_batch, _ = _ours(_case("llama_python_tag_before_call"))
+    assert ours_batch["content"] == "" and ours_batch["calls"] == [("add", '{"a": 1}')]
+
+
+def test_llama_text_before_call_keeps_text_and_call():
+    """README "Deliberate differences" (``llama3_json``, text before the first call): vLLM's
+    batch drops the text (``""`` under a named choice), its stream drops the call; ours keeps
+    both, batch and stream alike."""
+    case = _case("llama_text_before_call_named")
+    ours_batch, ours_stream = _ours(case)
+    vllm_batch, vllm_stream = _vllm(case)
+    assert vllm_batch["content"] == "" and vllm_batch["calls"] == [("add", "{}")]
+    assert vllm_stream["calls"] == [] and vllm_stream["content"] == case["output_text"]
+    assert ours_batch == ours_stream
+    assert ours_batch["content"] == "! 42" and ours_batch["calls"] == vllm_batch["calls"]
+
+
+def test_llama_stream_keeps_empty_arguments_and_unseparated_call():
+    """README "Deliberate differences" (``llama3_json`` streaming): vLLM's stream sends no ``{}``
+    arguments and loses a call written right after another; its batch gives the output back
+    as content. Ours: both calls with their arguments, batch and stream alike."""
+    case = _case("llama_empty_arguments_unseparated_calls")
+    ours_batch, ours_stream = _ours(case)
+    vllm_batch, vllm_stream = _vllm(case)
+    assert vllm_stream["calls"] == [("add", "")]
+    assert vllm_batch["calls"] == [] and vllm_batch["content"] == case["output_text"]
+    assert ours_batch == ours_stream
+    assert ours_batch["calls"] == [("add", "{}"), ("unknown_fn", '{"city": "Paris"}')]
+    assert all(name in vllm_batch["content"] for name, _ in ours_batch["calls"])

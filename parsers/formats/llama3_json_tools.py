@@ -13,7 +13,10 @@ call (``; `` separators, trailing prose, BR38) is dropped. ``tool_choice`` requi
 parse this same syntax (vLLM 0.33's ``llama`` structural tag makes the model write it). An
 object without ``name`` or
 without ``arguments``/``parameters`` is not a call and stays content; ``{`` in ordinary prose
-is given back as content as soon as it cannot be a call. The markers are dropped.
+is given back as content as soon as it cannot be a call. ``<|python_tag|>`` starts a call body
+like ``<tool_call>``: dropped before a call, text where no call follows (vLLM 0.33 keeps
+special-token text with a parser configured, and its batch gives an output without a call back
+whole). The Llama 4 ``<|python_start|>``/``<|python_end|>`` markers are dropped.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from .json_factory import json_tool_spec
 
 SPEC = json_tool_spec(
     "llama3_json",
+    starts=("<|python_tag|>",),
     opens=("{",),
-    drops=("<|python_tag|>", "<|python_start|>", "<|python_end|>"),
+    drops=("<|python_start|>", "<|python_end|>"),
     options={"require_args": True},
     # vLLM 0.33 constrains required/named with xgrammar's ``llama`` structural tag, so the model
     # writes its own ``{"name": .., "parameters": ..}`` calls, parsed natively

@@ -361,6 +361,30 @@ def _malformed_block_kept(ours: Json, theirs: Json) -> tuple[Json, Json]:
     return ours, theirs
 
 
+JSON_CALL_STARTS = ("{", "<|python_tag|>")
+
+
+def _text_before_json_call(ours: Json, theirs: Json, example: Json) -> tuple[Json, Json]:
+    """README "Deliberate differences" (llama3_json, text before the first call): vLLM's batch
+    drops it (content null, ``""`` under ``required`` / named) and its stream gives the whole
+    output as content with no calls; ours keeps the text as content and the calls. Recognised
+    exactly: the calls are equal, vLLM's content is empty, ours is non-empty and is the output's
+    text up to the first call (what follows it, after whitespace, starts with ``{`` or
+    ``<|python_tag|>``)."""
+    text = (example or {}).get("output_text") if isinstance(example, dict) else None
+    if not isinstance(text, str):
+        return ours, theirs
+    for o, t in zip(_answers(ours), _answers(theirs), strict=False):
+        mo, mt = _msg(o), _msg(t)
+        co = mo.get("content")
+        if not _calls(mo) or _calls(mo) != _calls(mt) or mt.get("content") not in (None, ""):
+            continue
+        if isinstance(co, str) and co.strip() and text.startswith(co) \
+                and text[len(co):].lstrip().startswith(JSON_CALL_STARTS):
+            mo["content"] = mt.get("content")
+    return ours, theirs
+
+
 NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("volatile", "not a difference: `created` is the clock, render's `request_id` is "
                "random on both sides", ("render", "derender batch", "derender stream"), _volatile),
@@ -405,6 +429,9 @@ NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("malformed_block_kept", "Output is never lost: a malformed tool-call block ... is "
                "given back as content (vLLM drops it)", ("derender batch", "derender stream"),
                _malformed_block_kept),
+    Normaliser("text_before_json_call", "`llama3_json`: text before the first call is content "
+               "and the calls are calls ... (vLLM's batch drops the text, its stream drops the "
+               "calls)", ("derender batch",), lambda o, t: (o, t), _text_before_json_call),
     Normaliser("logprob_bytes", "Logprob `bytes` are each token's own raw bytes, ...",
                ("derender batch", "derender stream"), _logprob_bytes),
 )

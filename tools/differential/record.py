@@ -218,6 +218,16 @@ KIND_CASES: dict[str, list[tuple[str, str, str | None, str, dict[str, Any]]]] = 
          "stop", {"tools": _TOOL_A}),
     ],
 }
+KIND_CASES["meta-llama--Llama-3.1-8B-Instruct"] = [
+    ("llama_python_tag_text_without_call", "🎉🎉<|python_tag|><|python_tag|>", "<|eot_id|>",
+     "stop", {"tools": _TOOL_ADD}),
+    ("llama_python_tag_before_call", '<|python_tag|>{"name": "add", "parameters": {"a": 1}}',
+     "<|eom_id|>", "stop", {"tools": _TOOL_ADD}),
+    ("llama_text_before_call_named", '! 42{"name": "add", "parameters": {}}', "<|eot_id|>",
+     "stop", {"tools": _TOOL_ADD, "tool_choice": {"type": "function", "function": {"name": "add"}}}),
+    ("llama_empty_arguments_unseparated_calls", '{"name": "add", "parameters": {}}{"name": '
+     '"unknown_fn", "parameters": {"city": "Paris"}}', "<|eot_id|>", "stop", {"tools": _TOOL_ADD}),
+]
 #: Cases of the same kinds recorded later for folders already listed above.
 KIND_CASES["Qwen--Qwen3-0.6B"] += [
     ("qwen3_special_token_text_dropped", "</think><|im_start|> world<|endoftext|>!", "<|im_end|>",
