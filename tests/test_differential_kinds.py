@@ -441,3 +441,20 @@ def test_qwen3_thinking_off_keeps_special_token_text_as_vllm():
     vllm_batch, vllm_stream = _vllm(case)
     assert vllm_batch == vllm_stream and "<|im_start|>" in vllm_batch["content"]
     assert ours_batch == ours_stream == vllm_batch
+
+
+def test_harness_counts_an_argument_serialisation_split_of_vllm_as_deliberate():
+    """The harness (``tools.differential.run.vllm_stream_disagrees``): vLLM's batch re-writes
+    JSON arguments (``json.dumps``), its stream sends them raw; ours, raw in both modes, says the
+    same value, so the batch case is deliberate; another value is not."""
+    from tools.differential.run import vllm_stream_disagrees
+
+    case = _case("harmony_json_arguments_leading_space")
+    b, settings = bundle_for(case["model"]), settings_for(case["model"], **_flags(case["flags"]))
+    answer = derender_chat(b, settings, case["body"])
+    ours = answer["choices"][0]["message"]
+    theirs, stream = case["response"], case["stream"]
+    answer["model"] = theirs["model"]  # the served name (the harness serves both alike)
+    assert vllm_stream_disagrees(answer, theirs, stream, {}, "derender batch")
+    ours["tool_calls"][0]["function"]["arguments"] = '{"a": 2}'
+    assert not vllm_stream_disagrees(answer, theirs, stream, {}, "derender batch")
