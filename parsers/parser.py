@@ -110,6 +110,15 @@ class Parser:
             return None
         return state["r"]["mode"] not in self.reasoning.reasoning_modes
 
+    def keeps_partial(self, state: Mapping[str, Any]) -> bool:
+        """Whether a character left incomplete at the end of the output is text (U+FFFD) in the
+        parser's present mode (``FormatSpec.finish_partial``), rather than dropped."""
+        for key, spec in (("r", self.reasoning), ("t", self.tool)):
+            sub = state.get(key)
+            if spec is not None and sub is not None and sub["mode"] in spec.finish_partial:
+                return True
+        return False
+
     @staticmethod
     def dropped_calls(state: Mapping[str, Any]) -> bool:
         """Whether a ``strip_on_none`` format parsed a call and dropped it (vLLM 0.33's engine

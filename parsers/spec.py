@@ -157,6 +157,9 @@ class FormatSpec:
         break_on_text: mode -> transition applied when non-whitespace plain text arrives
             in that mode (the text then goes to the new mode).
         finish_release: mode -> kind the held text is released as at end of stream.
+        finish_partial: modes in which a character left incomplete at the end of the output
+            (a ``length`` cut inside a multi-byte character) is kept as U+FFFD rather than
+            dropped (Harmony's raw recovery of an unfinished header decodes the ids whole).
         body: the argument converter for ``"body"`` modes.
         body_end_mode: mode after a body ends normally.
         reject_mode: mode after a body is rejected (its raw text becomes content).
@@ -239,6 +242,7 @@ class FormatSpec:
     reasoning_modes: frozenset[str] = frozenset()
     break_on_text: Mapping[str, Transition] = field(default_factory=dict)
     finish_release: Mapping[str, str] = field(default_factory=dict)
+    finish_partial: frozenset[str] = frozenset()
     body: BodyHandler | None = None
     body_end_mode: str | None = None
     reject_mode: str | None = None

@@ -69,6 +69,16 @@ _ENGINE_TOOLS_AUTO_ONLY = frozenset({"glm45", "glm47"})
 #: Harmony is read from its token ids (``openai_harmony``), not from text: its special tokens
 #: other than the format's markers stay out of the text as before.
 _HARMONY = frozenset({"openai", "openai_gptoss", "gpt-oss"})
+#: Engine reasoning parsers whose ``extract_reasoning`` hands the whole output back untouched
+#: when the request turns thinking off (``Qwen3Parser.extract_reasoning``: ``not
+#: thinking_enabled``, read from ``chat_template_kwargs["enable_thinking"]``, default on).
+_THINKING_SWITCH = frozenset({"qwen3"})
+
+
+def _thinking_off(reasoning: str, ctx: Any) -> bool:
+    """Whether ``reasoning`` leaves the output unlexed because the request turned thinking off."""
+    kwargs = getattr(ctx, "chat_template_kwargs", None) or {}
+    return reasoning in _THINKING_SWITCH and not kwargs.get("enable_thinking", True)
 
 
 def drops_special_text(settings: Settings, ctx: Any) -> bool:
@@ -81,12 +91,14 @@ def drops_special_text(settings: Settings, ctx: Any) -> bool:
     (``extract_reasoning``); an engine tool parser runs under ``tool_choice`` ``auto`` and, with
     no reasoning parser or an engine one, ``none`` (no tools is ``none``), but not under a
     required or named choice, whose output vLLM reads as JSON (``DelegatingParser._extract_tool_calls``).
+    A ``qwen3`` reasoning parser under ``enable_thinking: false`` lexes nothing
+    (``Qwen3Parser.extract_reasoning``), so the tool parser's rule decides alone.
     ``ctx`` is the request's ``parsers.types.ParseContext``.
     """
     reasoning, tool = settings.reasoning_parser, settings.tool_call_parser
     if reasoning in _HARMONY or tool in _HARMONY:
         return True
-    if reasoning in ENGINE_REASONING_PARSERS:
+    if reasoning in ENGINE_REASONING_PARSERS and not _thinking_off(reasoning, ctx):
         return True
     if tool not in ENGINE_TOOL_PARSERS or not settings.enable_auto_tool_choice:
         return False

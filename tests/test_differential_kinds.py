@@ -431,3 +431,66 @@ def test_llama_stream_keeps_empty_arguments_and_unseparated_call():
     assert ours_batch == ours_stream
     assert ours_batch["calls"] == [("add", "{}"), ("unknown_fn", '{"city": "Paris"}')]
     assert all(name in vllm_batch["content"] for name, _ in ours_batch["calls"])
+
+# --- gpt-oss header cut inside a character, raw call arguments; Qwen3 thinking off (round 19) --
+
+
+def test_harmony_length_cut_inside_a_header_character_keeps_u_fffd_as_vllm():
+    """vLLM 0.33 gives a header that never completes back whole (``HarmonyParser.flush`` decodes
+    its ids on ``HarmonyError``): a ``length`` cut inside a character keeps U+FFFD, batch and
+    stream alike (elsewhere the partial character is dropped, as vLLM's detokenizer does)."""
+    case = _case("harmony_length_cut_in_header_character")
+    ours_batch, ours_stream = _ours(case)
+    vllm_batch, vllm_stream = _vllm(case)
+    assert vllm_batch == vllm_stream and vllm_batch["content"].endswith("\ufffd")
+    assert ours_batch == ours_stream == vllm_batch
+    b = bundle_for(GPTOSS)  # inside a message the cut character (" \\xf0..." token) is dropped
+    ids = b.tokenizer.encode("<|channel|>final<|message|>a 😶", add_special_tokens=False)[:-1]
+    body = {"generate_response": {"request_id": "r", "choices": [
+        {"index": 0, "token_ids": ids, "finish_reason": "length"}]}, "chat_request": {"messages": HI}}
+    settings = settings_for(GPTOSS, **_flags(case["flags"]))
+    assert derender_chat(b, settings, body)["choices"][0]["message"]["content"] == "a"
+
+
+@pytest.mark.parametrize("name", ["harmony_text_arguments_keep_whitespace",
+                                  "harmony_json_arguments_leading_space"])
+def test_harmony_call_arguments_keep_their_whitespace(name):
+    """vLLM streams a Harmony call's message text raw and returns non-JSON text raw in its batch
+    (JSON is re-serialised there: the same value): whitespace around the arguments stays."""
+    case = _case(name)
+    ours_batch, ours_stream = _ours(case)
+    vllm_batch, vllm_stream = _vllm(case)
+    assert ours_batch == ours_stream and ours_stream["calls"] == vllm_stream["calls"]
+    (_, ours_args), = ours_batch["calls"]
+    (_, vllm_args), = vllm_batch["calls"]
+    if name.startswith("harmony_json"):
+        assert ours_args.startswith(" ") and json.loads(ours_args) == json.loads(vllm_args)
+    else:
+        assert vllm_batch == vllm_stream and ours_batch == vllm_batch and ours_args.startswith(" ")
+
+
+def test_qwen3_thinking_off_keeps_special_token_text_as_vllm():
+    """vLLM's ``qwen3`` parser lexes nothing when ``enable_thinking`` is false
+    (``Qwen3Parser.extract_reasoning``): special tokens stay text, batch and stream."""
+    case = _case("qwen3_thinking_off_special_token_text_kept")
+    ours_batch, ours_stream = _ours(case)
+    vllm_batch, vllm_stream = _vllm(case)
+    assert vllm_batch == vllm_stream and "<|im_start|>" in vllm_batch["content"]
+    assert ours_batch == ours_stream == vllm_batch
+
+
+def test_harness_counts_an_argument_serialisation_split_of_vllm_as_deliberate():
+    """The harness (``tools.differential.run.vllm_stream_disagrees``): vLLM's batch re-writes
+    JSON arguments (``json.dumps``), its stream sends them raw; ours, raw in both modes, says the
+    same value, so the batch case is deliberate; another value is not."""
+    from tools.differential.run import vllm_stream_disagrees
+
+    case = _case("harmony_json_arguments_leading_space")
+    b, settings = bundle_for(case["model"]), settings_for(case["model"], **_flags(case["flags"]))
+    answer = derender_chat(b, settings, case["body"])
+    ours = answer["choices"][0]["message"]
+    theirs, stream = case["response"], case["stream"]
+    answer["model"] = theirs["model"]  # the served name (the harness serves both alike)
+    assert vllm_stream_disagrees(answer, theirs, stream, {}, "derender batch")
+    ours["tool_calls"][0]["function"]["arguments"] = '{"a": 2}'
+    assert not vllm_stream_disagrees(answer, theirs, stream, {}, "derender batch")

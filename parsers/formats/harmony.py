@@ -12,8 +12,9 @@ A message header (the text between ``<|start|>`` and ``<|message|>``) decides wh
 content goes (:func:`route`):
 
 * a function recipient ``to=functions.F`` (in the role part or after the channel) → a tool
-  call ``F`` whose arguments are the raw message text (vLLM streams the same raw text; its
-  batch re-serialises JSON: equal after ``json.loads``);
+  call ``F`` whose arguments are the raw message text, leading and trailing whitespace
+  included (vLLM streams the same raw text; its batch re-serialises JSON: equal after
+  ``json.loads``, and returns any other text raw);
 * channel ``analysis`` → reasoning; ``final``, or ``commentary`` without recipient → content;
 * anything else (built-in tools ``python``/``browser``/``container``, no channel) → dropped.
 
@@ -120,8 +121,13 @@ SPEC = FormatSpec(
     },
     initial_mode="H",
     finish_release={"H": CONTENT},
+    # vLLM decodes the ids of a header that never completes whole (``HarmonyParser.flush`` on
+    # ``HarmonyError``): a ``length`` cut inside a character keeps U+FFFD, batch and stream
+    finish_partial=frozenset({"H"}),
     hold_limit={"H": (HEADER_LIMIT, Transition("X", release="content"))},
-    body=RawArgs(_call_name),
+    # arguments exactly as generated, whitespace too: vLLM streams the raw message text and its
+    # batch returns it raw unless it is JSON (then re-serialised: equal after ``json.loads``)
+    body=RawArgs(_call_name, trim=""),
     body_end_mode="W",
     reject_mode="W",
     route=route,

@@ -222,6 +222,19 @@ def flush(detok: Detokenizer, state: DetokState) -> tuple[str, DetokState]:
     return ("" if rest.endswith(_REPLACEMENT) else rest), DetokState()
 
 
+def partial_tail(detok: Detokenizer, state: DetokState) -> str:
+    """U+FFFD for a character left incomplete at the end of the output (what a whole decode
+    with ``errors="replace"`` gives), ``""`` when none is; :func:`flush` drops it. Source:
+    vLLM 0.33 ``HarmonyParser.flush`` decodes the ids of an unfinished header whole."""
+    if detok.token_bytes is not None:
+        return _utf8_step(state.pending, b"", True)[0] if state.pending else ""
+    if state.read >= len(state.window):
+        return ""
+    prefix_text = detok.decode(state.window[state.prefix : state.read])
+    rest = _suffix(prefix_text, detok.decode(state.window[state.prefix :]))
+    return rest if rest.endswith(_REPLACEMENT) else ""
+
+
 def drop_set(
     special_ids: frozenset[int], marker_ids: frozenset[int] | None, skip_special_tokens: bool
 ) -> frozenset[int]:

@@ -178,8 +178,10 @@ def drop_stop_token(
     return ids[:-1], stop_reason
 
 
-def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) -> tuple[str, str]:
-    """Detokenize; returns (text exempt from stop strings (first ``min_tokens``), text to check)."""
+def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) -> tuple[str, str, str]:
+    """Detokenize; returns (text exempt from stop strings (first ``min_tokens``), text to check,
+    U+FFFD for a character the final flush dropped incomplete (kept only where the parser says,
+    ``Parser.keeps_partial``))."""
     drop = pipe.drop_ids(st.skip, st.parser is not None)
     state = before = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
     n_head = max(0, min(len(ids), st.min_tok - st.ntok))
@@ -189,7 +191,10 @@ def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) ->
     tail, state = detokenize.step(pipe.detok, state, ids[n_head:] if n_head else ids, drop)
     if st.ntok != st.min_tok:  # (state fields are written only when they change: a write costs)
         st.ntok = min(st.min_tok, st.ntok + len(ids))
+    partial = ""
     if final:
+        if pipe.parser is not None:
+            partial = detokenize.partial_tail(pipe.detok, state)
         rest, state = detokenize.flush(pipe.detok, state)
         if st.ntok < st.min_tok:
             head += rest
@@ -197,7 +202,7 @@ def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) ->
             tail += rest
     if state is not before:  # step and flush return their input state when nothing changed
         st.pend, st.win, st.pre, st.rd = list(state.pending), list(state.window), state.prefix, state.read
-    return head, tail
+    return head, tail, partial
 
 
 def _parse(
@@ -208,6 +213,7 @@ def _parse(
     ids: Sequence[int],
     end: bool,
     choice_index: int,
+    partial: str = "",
 ) -> None:
     if pipe.parser is None:
         out.content = text
@@ -217,6 +223,9 @@ def _parse(
     # the parser then advances in place (so the field keeps the same dict)
     if text or ids:
         _, deltas = pipe.parser.feed(st.parser, text, ids, in_place=True)
+    if end and partial and pipe.parser.keeps_partial(st.parser):
+        _, more = pipe.parser.feed(st.parser, partial, (), in_place=True)
+        deltas = [*deltas, *more]
     if end:
         _, more = pipe.parser.finish(st.parser, in_place=True)
         deltas = [*deltas, *more]
@@ -286,7 +295,7 @@ def advance(
     text_ids, out.stop_reason = (
         drop_stop_token(pipe, st, ids, finish_reason, stop_reason) if final else (ids, None)
     )
-    head, tail = _decode(pipe, st, text_ids, final)
+    head, tail, partial = _decode(pipe, st, text_ids, final)
     emit, held, match = stop_strings.step(st.held, tail, st.stops, st.incl)
     if held != st.held:
         st.held = held
@@ -299,7 +308,8 @@ def advance(
         text += stop_strings.flush(st.held)
         st.held = ""
     # Parsers match markers in the text; ids would run past a stop-string cut, so none then.
-    _parse(pipe, st, out, text, () if st.stops else text_ids, final, choice_index)
+    _parse(pipe, st, out, text, () if st.stops else text_ids, final, choice_index,
+           "" if match is not None else partial)
     if final:
         st.done = True
         # a stop string cut the output: a call it cut is unfinished, so never "tool_calls"

@@ -244,6 +244,22 @@ KIND_CASES["Qwen--Qwen3-Coder-30B-A3B-Instruct"] += [
      "</tool_call>y", "<|im_end|>", "stop", {}),
     ("coder_special_token_text_dropped", "a<|im_start|>b<|endoftext|>c", "<|im_end|>", "stop", {}),
 ]
+KIND_CASES["Qwen--Qwen3-0.6B"] += [
+    ("qwen3_thinking_off_special_token_text_kept", "</think><|im_start|> world<|endoftext|>!",
+     "<|im_end|>", "stop", {"chat_template_kwargs": {"enable_thinking": False}}),
+]
+KIND_CASES["openai--gpt-oss-20b"] += [
+    # the last id is dropped (:data:`CUT_LAST`): a ``length`` cut inside the emoji of a header
+    ("harmony_length_cut_in_header_character", " 😶‍🌫️ 😶", None, "length", {}),
+    ("harmony_text_arguments_keep_whitespace",
+     "<|channel|>commentary to=functions.add<|message|> world world! ", "<|call|>", "stop",
+     {"tools": _TOOL_ADD}),
+    ("harmony_json_arguments_leading_space",
+     '<|channel|>commentary to=functions.add <|constrain|>json<|message|> {"a": 1}', "<|call|>",
+     "stop", {"tools": _TOOL_ADD}),
+]
+#: Cases whose output is their text's ids without the last one (a cut inside a character).
+CUT_LAST = frozenset({"harmony_length_cut_in_header_character"})
 
 
 def _stream_one_token(url: str, base: dict[str, Any], ids: list[int], finish: str) -> Any:
@@ -278,6 +294,8 @@ def record_kinds(args: argparse.Namespace) -> None:
         with vllm_server(folder, args.vllm, args.port) as url:
             for name, text, end, finish, fields in kinds:
                 ids = tok.encode(text, add_special_tokens=False)
+                if name in CUT_LAST:
+                    ids = ids[:-1]
                 if end is not None:
                     ids.append(tok.convert_tokens_to_ids(end))
                 base = {"chat_request": {"messages": [{"role": "user", "content": "hi"}], **fields},
