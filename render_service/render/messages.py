@@ -10,7 +10,8 @@ faults real clients hit:
   a multimodal collector takes (:mod:`render_service.render.multimodal`).
 * ``content: null`` is ``""`` except on an assistant message with tool calls.
 * ``tool_calls: []`` is dropped (vLLM #12937 / BR56); each call's ``function.arguments`` JSON
-  string is parsed to a mapping (as vLLM: templates expect a mapping); invalid JSON → 400.
+  string is parsed to a mapping (as vLLM: templates expect a mapping); empty, not JSON, or not a
+  JSON object → ``{}`` as vLLM 0.33 (:func:`_parse_arguments`).
 * Roles: ``system``, ``developer``, ``user``, ``assistant``, ``tool``, ``function``; anything
   else → 400 (vLLM #53071 / BR62).
 * ``developer`` messages become ``system`` messages when the template does not know the role, and
