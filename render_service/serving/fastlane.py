@@ -89,10 +89,7 @@ class FastLane:
         finally:
             elapsed = time.perf_counter() - start
             tally.answered(elapsed, tokens)
-            if access_log.isEnabledFor(20):  # INFO
-                access_log.info("%s %s %d", "POST", path, 200, extra={
-                    "request_id": request_id, "method": "POST", "path": path, "status": 200,
-                    "duration_ms": round(elapsed * 1000, 3)})
+            log_post(path, 200, request_id, elapsed)
 
     def _encoded(self, fingerprint: str) -> bytes:
         """``fingerprint`` as header bytes (encoded once: it changes only with a reload)."""
@@ -103,14 +100,8 @@ class FastLane:
 
     def _answer(self, scope: Scope, handler: Handler, raw: bytes) -> tuple[bytes, int] | None:
         """The answer bytes and token count, or ``None`` to leave the request to the full app."""
-        headers = _wanted_headers(scope)
-        if self.auth is not None and not self.auth.authorized(headers):
-            return None
-        ctype = headers.get("content-type", "")
-        if ctype and not ctype.split(";")[0].strip().lower().endswith("json"):
-            return None
+        body = accepted_json(scope, raw, self.auth)
         try:
-            body = orjson.loads(raw)
             if not self.is_chunk(body):
                 return None
             check_body(body, self.limits)
@@ -134,6 +125,40 @@ def _dumps(result: Any) -> bytes:
 
 _REQUEST_ID, _FINGERPRINT = REQUEST_ID_HEADER.encode(), FINGERPRINT_HEADER.encode()
 _WANTED = {b"authorization": "authorization", b"content-type": "content-type"}
+
+
+def accepted_json(scope: Scope, raw: bytes, auth: ApiKeyAuth | None, guarded: bool = True) -> Any:
+    """The parsed JSON body of a request a lane may answer, or ``None`` to leave it to the full app
+    (whose middleware answers it in its own shape): a missing or wrong API key where ``auth`` is
+    set and the path is ``guarded``, a media type other than JSON, or bad JSON."""
+    headers = _wanted_headers(scope)
+    if auth is not None and guarded and not auth.authorized(headers):
+        return None
+    ctype = headers.get("content-type", "")
+    if ctype and not ctype.split(";")[0].strip().lower().endswith("json"):
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def log_post(path: str, status: int, request_id: str, elapsed: float) -> None:
+    """The access-log line of a ``POST`` a lane answered (the fields :mod:`.observe` logs)."""
+    if access_log.isEnabledFor(20):  # INFO
+        access_log.info("%s %s %d", "POST", path, status, extra={
+            "request_id": request_id, "method": "POST", "path": path, "status": status,
+            "duration_ms": round(elapsed * 1000, 3)})
+
+
+def whole_app(app: FastAPI) -> ASGIApp:
+    """``app``'s own FastAPI entry (its middleware stack and routes), bypassing :class:`LaneApp`'s
+    lanes: where a lane sends what it leaves."""
+
+    async def entry(scope: Scope, receive: Receive, send: Send) -> None:
+        await FastAPI.__call__(app, scope, receive, send)
+
+    return entry
 
 
 def _wanted_headers(scope: Scope) -> dict[str, str]:
@@ -209,9 +234,6 @@ def install(app: LaneApp, paths: dict[str, Callable[[Any, Any, Any], Any]], sett
     def bound(handler: Callable[[Any, Any, Any], Any]) -> Handler:
         return lambda body: handler(app.state.bundle, settings, body)
 
-    async def whole_app(scope: Scope, receive: Receive, send: Send) -> None:
-        await FastAPI.__call__(app, scope, receive, send)
-
     handlers = {path: bound(h) for path, h in paths.items()}
-    app.lane = FastLane(whole_app, handlers, is_chunk, limits, settings.max_request_body_bytes,
+    app.lane = FastLane(whole_app(app), handlers, is_chunk, limits, settings.max_request_body_bytes,
                         settings.api_keys, lambda: app.state.fingerprint)

@@ -24,8 +24,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -33,9 +31,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..render.multimodal import state_for
 from . import metrics
 from .auth import GUARDED_PREFIXES, ApiKeyAuth
-from .fastlane import LaneApp, _read_body, _replay, _wanted_headers
+from .fastlane import LaneApp, _read_body, _replay, accepted_json, log_post, whole_app
 from .limits import BodyLimits, WorkerPool, check_body
-from .observe import FINGERPRINT_HEADER, REQUEST_ID_HEADER, access_log, client_request_id, new_request_id
+from .observe import FINGERPRINT_HEADER, REQUEST_ID_HEADER, client_request_id, new_request_id
 
 #: ``(path, body, pool, body bytes) -> (result, token count)``, awaited: runs the render handler.
 Run = Callable[[str, Any, WorkerPool, int], Any]
@@ -115,24 +113,11 @@ class RenderLane:
                 elapsed = time.perf_counter() - start
                 metrics.REQUESTS.labels(path, "POST", str(status)).inc()
                 metrics.LATENCY.labels(path, "POST", str(status)).observe(elapsed)
-                if access_log.isEnabledFor(20):  # INFO
-                    access_log.info("%s %s %d", "POST", path, status, extra={
-                        "request_id": request_id, "method": "POST", "path": path, "status": status,
-                        "duration_ms": round(elapsed * 1000, 3)})
+                log_post(path, status, request_id, elapsed)
 
     def _parsed(self, scope: Scope, raw: bytes) -> Any:
         """The parsed body, or ``None`` when the full app must answer (key, media type, JSON)."""
-        headers = _wanted_headers(scope)
-        if self.auth is not None and scope["path"].startswith(GUARDED_PREFIXES) \
-                and not self.auth.authorized(headers):
-            return None
-        ctype = headers.get("content-type", "")
-        if ctype and not ctype.split(";")[0].strip().lower().endswith("json"):
-            return None
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return None
+        return accepted_json(scope, raw, self.auth, scope["path"].startswith(GUARDED_PREFIXES))
 
     async def _render(self, path: str, body: Any, id_from_client: bool, request_id: str,
                       size: int) -> Response:
@@ -168,9 +153,6 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
             return call(handlers[path], bundle, settings, body, True)
         return await pool.run(call, handlers[path], bundle, settings, body, True)
 
-    async def whole_app(scope: Scope, receive: Receive, send: Send) -> None:
-        await FastAPI.__call__(app, scope, receive, send)
-
-    app.render_lane = RenderLane(whole_app, frozenset(handlers), run, answer, app.state,
+    app.render_lane = RenderLane(whole_app(app), frozenset(handlers), run, answer, app.state,
                                  app.exception_handlers, limits, settings.max_request_body_bytes,
                                  settings.api_keys)
