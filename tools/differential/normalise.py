@@ -14,6 +14,8 @@ from typing import Any
 from .compare import diff_paths
 
 Json = Any
+#: the areas of a derender kind
+DERENDER = ("derender batch", "derender stream")
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,9 @@ class Normaliser:
     name: str
     readme: str  # the README line (section "Deliberate differences from vLLM 0.33") or reason
     areas: tuple[str, ...]
-    apply: Callable[[Json, Json], tuple[Json, Json]]
+    #: the whole normalisation; the default leaves both answers as they are (a kind recognised
+    #: only by ``apply_with_input``, or only by a check in ``run.py``)
+    apply: Callable[[Json, Json], tuple[Json, Json]] = lambda ours, theirs: (ours, theirs)
     #: the case's input (``example`` of ``run.Run.record``: output text, chat request), for
     #: normalisers that must check the input to recognise their kind
     apply_with_input: Callable[[Json, Json, Json], tuple[Json, Json]] | None = None
@@ -389,51 +393,52 @@ NORMALISERS: tuple[Normaliser, ...] = (
     Normaliser("volatile", "not a difference: `created` is the clock, render's `request_id` is "
                "random on both sides", ("render", "derender batch", "derender stream"), _volatile),
     Normaliser("tool_call_ids", "Tool-call ids are stable across retries and replicas (vLLM mints "
-               "random ids, #57571).", ("derender batch", "derender stream"), _tool_ids),
+               "random ids, #57571).", DERENDER, _tool_ids),
     Normaliser("max_tokens", "`max_tokens` is always present in rendered `sampling_params` (vLLM "
                "drops it when it equals 16, ...)", ("render",), _max_tokens),
     Normaliser("stop_strings", "Stop strings work in streaming derender (vLLM refuses them with "
                "400) and are not sent to the engine.", ("render",), _stop_strings),
     Normaliser("strict_not_in_template", "A tool's `strict` (an OpenAI-only field) is not handed "
                "to the chat template (run.render_one compares the prompt with vLLM's prompt for the "
-               "request without `strict`)", (), lambda o, t: (o, t)),
+               "request without `strict`)", ()),
     Normaliser("calls_kept", "Because a stream cannot take back what it sent ... a tool call whose "
                "name was already emitted stays a call (run.calls_kept: vLLM's batch gives the whole "
-               "output back as content)", (), lambda o, t: (o, t)),
+               "output back as content)", ()),
     Normaliser("draft_call_in_reasoning", "A tool call drafted inside reasoning (more reasoning "
                "text or `</think>` after it) stays reasoning (bug case BR25) ...",
-               ("derender batch", "derender stream"), lambda o, t: (o, t),
-               _draft_call_in_reasoning),
+               DERENDER,
+               apply_with_input=_draft_call_in_reasoning),
     Normaliser("structured_output_undecided", "With `response_format` / `structured_outputs` a "
                "think-style reasoning parser starts undecided: an answer with no reasoning markers "
-               "is content ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
-               _structured_output_undecided),
+               "is content ...", DERENDER,
+               apply_with_input=_structured_output_undecided),
     Normaliser("open_header_at_end", "Output is never lost: ... an unterminated header) is given "
-               "back as content (vLLM drops it)", ("derender batch", "derender stream"),
-               lambda o, t: (o, t), _open_header_at_end),
+               "back as content (vLLM drops it)", DERENDER,
+               apply_with_input=_open_header_at_end),
     Normaliser("mistral_later_blocks", "Mistral: a call block after a later `[TOOL_CALLS]` is a "
-               "call too ...", ("derender batch", "derender stream"), lambda o, t: (o, t),
-               _mistral_later_blocks),
+               "call too ...", DERENDER,
+               apply_with_input=_mistral_later_blocks),
     Normaliser("mistral_unparsed_block", "Mistral: a `[TOOL_CALLS]` block that never becomes a "
-               "call ... is content with the text before it", ("derender batch", "derender stream"),
-               lambda o, t: (o, t), _mistral_unparsed_block),
+               "call ... is content with the text before it", DERENDER,
+               apply_with_input=_mistral_unparsed_block),
     Normaliser("mistral_forced_text", "Mistral under `required` / named: an output that is not "
-               "a call is content as generated ...", ("derender batch", "derender stream"),
-               lambda o, t: (o, t), _mistral_forced_text),
+               "a call is content as generated ...", DERENDER,
+               apply_with_input=_mistral_forced_text),
     Normaliser("harmony_lone_stop", "gpt-oss: an output whose first header never completes ... "
-               "is content without the stop token ...", ("derender batch", "derender stream"),
-               lambda o, t: (o, t), _harmony_lone_stop),
+               "is content without the stop token ...", DERENDER,
+               apply_with_input=_harmony_lone_stop),
     Normaliser("harmony_repeated_start", "gpt-oss: an output whose first header holds "
-               "`<|start|>` ... keeps its first message ...", ("derender batch", "derender stream"),
-               lambda o, t: (o, t), _harmony_repeated_start),
+               "`<|start|>` ... keeps its first message ...", DERENDER,
+               apply_with_input=_harmony_repeated_start),
     Normaliser("malformed_block_kept", "Output is never lost: a malformed tool-call block ... is "
-               "given back as content (vLLM drops it)", ("derender batch", "derender stream"),
+               "given back as content (vLLM drops it)", DERENDER,
                _malformed_block_kept),
     Normaliser("text_before_json_call", "`llama3_json`: text before the first call is content "
                "and the calls are calls ... (vLLM's batch drops the text, its stream drops the "
-               "calls)", ("derender batch",), lambda o, t: (o, t), _text_before_json_call),
+               "calls)", ("derender batch",),
+               apply_with_input=_text_before_json_call),
     Normaliser("logprob_bytes", "Logprob `bytes` are each token's own raw bytes, ...",
-               ("derender batch", "derender stream"), _logprob_bytes),
+               DERENDER, _logprob_bytes),
 )
 
 # Whole cases the README says we answer differently (checked on the raw inputs, not normalised).
