@@ -208,31 +208,32 @@ def _suffix(prefix_text: str, full: str) -> str:
     return full[common:]
 
 
+def finish(detok: Detokenizer, state: DetokState) -> tuple[str, str, DetokState]:
+    """End of output: ``(text, partial, fresh state)``: the held ids released as ``text``, except
+    a character left incomplete at the end, which is given apart as ``partial`` (what a whole
+    decode with ``errors="replace"`` gives for it, ending in U+FFFD; ``""`` when there is none).
+
+    Source: vLLM 0.33 ``detokenize_incrementally`` never emits text that still ends in U+FFFD,
+    so the online derenderer drops a trailing partial character, batch and streaming (a
+    length-truncated output ending mid-UTF-8 gives no U+FFFD); its ``HarmonyParser.flush``
+    decodes the ids of an unfinished header whole, which keeps it (the caller's choice)."""
+    if detok.token_bytes is not None:
+        partial = _utf8_step(state.pending, b"", True)[0] if state.pending else ""
+        return "", partial, DetokState()
+    if state.read >= len(state.window):
+        return "", "", DetokState()
+    prefix_text = detok.decode(state.window[state.prefix : state.read])
+    rest = _suffix(prefix_text, detok.decode(state.window[state.prefix :]))
+    if rest.endswith(_REPLACEMENT):
+        return "", rest, DetokState()
+    return rest, "", DetokState()
+
+
 def flush(detok: Detokenizer, state: DetokState) -> tuple[str, DetokState]:
-    """End of output: release held ids, but drop a character left incomplete at the end (a
-    length-truncated output ending mid-UTF-8 gives no U+FFFD). Source: vLLM 0.33
-    ``detokenize_incrementally`` never emits text that still ends in U+FFFD, so the online
-    derenderer drops a trailing partial character, batch and streaming."""
-    if detok.token_bytes is not None:
-        return "", DetokState()
-    if state.read >= len(state.window):
-        return "", DetokState()
-    prefix_text = detok.decode(state.window[state.prefix : state.read])
-    rest = _suffix(prefix_text, detok.decode(state.window[state.prefix :]))
-    return ("" if rest.endswith(_REPLACEMENT) else rest), DetokState()
-
-
-def partial_tail(detok: Detokenizer, state: DetokState) -> str:
-    """U+FFFD for a character left incomplete at the end of the output (what a whole decode
-    with ``errors="replace"`` gives), ``""`` when none is; :func:`flush` drops it. Source:
-    vLLM 0.33 ``HarmonyParser.flush`` decodes the ids of an unfinished header whole."""
-    if detok.token_bytes is not None:
-        return _utf8_step(state.pending, b"", True)[0] if state.pending else ""
-    if state.read >= len(state.window):
-        return ""
-    prefix_text = detok.decode(state.window[state.prefix : state.read])
-    rest = _suffix(prefix_text, detok.decode(state.window[state.prefix :]))
-    return rest if rest.endswith(_REPLACEMENT) else ""
+    """End of output: release held ids, dropping a character left incomplete at the end
+    (:func:`finish` without its ``partial``)."""
+    text, _, fresh = finish(detok, state)
+    return text, fresh
 
 
 def drop_set(

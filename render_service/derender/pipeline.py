@@ -193,9 +193,9 @@ def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) ->
         st.ntok = min(st.min_tok, st.ntok + len(ids))
     partial = ""
     if final:
-        if pipe.parser is not None:
-            partial = detokenize.partial_tail(pipe.detok, state)
-        rest, state = detokenize.flush(pipe.detok, state)
+        rest, partial, state = detokenize.finish(pipe.detok, state)
+        if pipe.parser is None:  # only a parser may keep it (``Parser.keeps_partial``)
+            partial = ""
         if st.ntok < st.min_tok:
             head += rest
         else:
