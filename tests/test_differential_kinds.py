@@ -286,9 +286,14 @@ def test_mistral_keeps_special_token_text_inside_the_output():
     assert msg["content"] == "</s>\n[INST]\n"
 
 
-def _batch_message(case: dict) -> dict:
+def _batch_answer(case: dict) -> dict:
+    """Our batch derender of the case, with its model folder and flags."""
     b, settings = bundle_for(case["model"]), settings_for(case["model"], **_flags(case["flags"]))
-    return derender_chat(b, settings, case["body"])["choices"][0]["message"]
+    return derender_chat(b, settings, case["body"])
+
+
+def _batch_message(case: dict) -> dict:
+    return _batch_answer(case)["choices"][0]["message"]
 
 
 @pytest.mark.parametrize("name", ["mistral_empty_output_with_tools", "mistral_call_dropped_without_tools",
@@ -364,8 +369,7 @@ def test_coder_whitespace_around_content_before_call_is_vllm_stream():
 def test_r1_empty_content_after_think_end_is_null():
     """vLLM's legacy thinking parsers answer the text after ``</think>`` ``or None``."""
     case = _case("r1_empty_content_after_think_end")
-    b, settings = bundle_for(case["model"]), settings_for(case["model"], **_flags(case["flags"]))
-    ours = derender_chat(b, settings, case["body"])["choices"][0]["message"]
+    ours = _batch_message(case)
     theirs = case["response"]["choices"][0]["message"]
     assert theirs["content"] is None and ours["content"] is None
     assert ours["reasoning"] == theirs["reasoning"]
@@ -486,8 +490,7 @@ def test_harness_counts_an_argument_serialisation_split_of_vllm_as_deliberate():
     from tools.differential.run import vllm_stream_disagrees
 
     case = _case("harmony_json_arguments_leading_space")
-    b, settings = bundle_for(case["model"]), settings_for(case["model"], **_flags(case["flags"]))
-    answer = derender_chat(b, settings, case["body"])
+    answer = _batch_answer(case)
     ours = answer["choices"][0]["message"]
     theirs, stream = case["response"], case["stream"]
     answer["model"] = theirs["model"]  # the served name (the harness serves both alike)
