@@ -66,7 +66,93 @@ def generate_request(
     per request; the model builds every other key, in its order, and the ids are put in place.
     ``sampling_params`` and ``parse_context.tools`` (plain JSON values we built, typed ``Any``
     there) are put in place the same way: dumping would only copy them (the request's tool
-    schemas, ~30 µs for six tools)."""
+    schemas, ~30 µs for six tools). A text-only render's inputs skip the model altogether
+    (:func:`_plain_generate_request`: the same dict)."""
+    if extra.keys() <= _PLAIN_EXTRAS and req.kv_transfer_params is None and req.ec_transfer_params is None:
+        plain = _plain_generate_request(req, request_id, token_ids, sampling_params, model, extra)
+        if plain is not None:
+            return plain
+    return _model_generate_request(req, request_id, token_ids, sampling_params, model, extra)
+
+
+#: Extra keys :func:`_plain_generate_request` builds by hand (the text-only renders' keys).
+_PLAIN_EXTRAS = frozenset({"token_offsets", "reasoning_ended", "reasoning_parser_kwargs", "parse_context",
+                           "features"})
+#: ``parse_context``'s declared keys (``ParseContextModel``), in its field order.
+_CONTEXT_KEYS = ("tools", "tool_choice", "parallel_tool_calls", "include_reasoning", "chat_template_kwargs",
+                 "history_tool_call_cnt")
+
+
+def _plain_generate_request(req: SamplingRequestFields, request_id: str, token_ids: list[int],
+                            sampling_params: dict[str, Any], model: str | None,
+                            extra: dict[str, Any]) -> dict[str, Any] | None:
+    """``GenerateRequest(...).model_dump()`` built as a dict, for the values a text-only render
+    passes (checked here: plain ``str``/``bool``/``int``/``dict`` values of the declared types),
+    ``None`` for anything else (the model then builds it). The same keys in the same order with
+    the same values (``tests/test_generate_request.py`` compares both on drawn inputs); about 15 µs
+    less per render than the model's validation and dump."""
+    offsets, features = extra.get("token_offsets"), extra.get("features")
+    ended, kwargs, context = extra.get("reasoning_ended"), extra.get("reasoning_parser_kwargs"), \
+        extra.get("parse_context")
+    if offsets is not None or features is not None or (ended is not None and type(ended) is not bool):
+        return None
+    if kwargs is not None:
+        ctk = kwargs.get("chat_template_kwargs", {}) if type(kwargs) is dict else None
+        if type(ctk) is not dict or kwargs.keys() - {"chat_template_kwargs"}:
+            return None
+        kwargs = {"chat_template_kwargs": dict(ctk)}
+    if context is not None:
+        context = _plain_context(context)
+        if context is None:
+            return None
+    options = req.stream_options if req.stream else None
+    return {
+        "request_id": request_id,
+        "token_ids": token_ids if type(token_ids) is list else list(token_ids),
+        "token_offsets": None,
+        "features": None,
+        "content_parts": None,
+        "sampling_params": sampling_params,
+        "model": model,
+        "reasoning_ended": ended,
+        "reasoning_parser_kwargs": kwargs,
+        "return_token_ids": req.return_token_ids,
+        "output_mode": "tokens",
+        "parse_context": context,
+        "stream": req.stream,
+        "stream_options": options.model_dump() if options is not None else None,
+        "cache_salt": req.cache_salt,
+        "priority": req.priority,
+        "kv_transfer_params": None,
+        "ec_transfer_params": None,
+    }
+
+
+def _plain_context(context: Any) -> dict[str, Any] | None:
+    """``ParseContextModel(**context).model_dump()`` for a context of the declared types (the
+    declared keys first, in field order, with their defaults, then the others), else ``None``."""
+    if type(context) is not dict:
+        return None
+    tools, choice = context.get("tools"), context.get("tool_choice", "none")
+    parallel, reasoning = context.get("parallel_tool_calls", True), context.get("include_reasoning", True)
+    kwargs, count = context.get("chat_template_kwargs", {}), context.get("history_tool_call_cnt", 0)
+    if not ((tools is None or type(tools) is list) and type(choice) in (str, dict)
+            and type(parallel) is bool and type(reasoning) is bool and type(kwargs) is dict
+            and type(count) is int):
+        return None
+    out = {"tools": tools, "tool_choice": dict(choice) if type(choice) is dict else choice,
+           "parallel_tool_calls": parallel, "include_reasoning": reasoning,
+           "chat_template_kwargs": dict(kwargs), "history_tool_call_cnt": count}
+    for key, value in context.items():
+        if key not in out:
+            out[key] = value
+    return out
+
+
+def _model_generate_request(req: SamplingRequestFields, request_id: str, token_ids: list[int],
+                            sampling_params: dict[str, Any], model: str | None,
+                            extra: dict[str, Any]) -> dict[str, Any]:
+    """:func:`generate_request` through the ``GenerateRequest`` model (every other input)."""
     context = extra.get("parse_context")
     tools = None
     if isinstance(context, dict) and isinstance(context.get("tools"), list):
