@@ -196,9 +196,10 @@ class AnswerTally:
     __slots__ = ("requests", "in_flight", "latency", "buckets", "tokens", "_series", "_direct",
                  "_lock", "__weakref__")
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, tokens_counter: Counter | None = None) -> None:
         in_flight, requests = IN_FLIGHT.labels(endpoint), REQUESTS.labels(endpoint, "POST", "200")
-        latency, tokens = LATENCY.labels(endpoint, "POST", "200"), TOKENS_DERENDERED.labels(endpoint)
+        latency = LATENCY.labels(endpoint, "POST", "200")
+        tokens = (tokens_counter or TOKENS_DERENDERED).labels(endpoint)  # the render lane: TOKENS_RENDERED
         self._series = (in_flight, requests, latency, tokens)
         # bulk bucket updates need the histogram child's value cells (prometheus-client >= 0.20)
         self._direct = bool(multiprocess_dir()) or not (
@@ -225,6 +226,14 @@ class AnswerTally:
             self.latency += seconds
             self.buckets[bisect_left(_BOUNDS, seconds)] += 1  # the first bucket with seconds <= le
             self.tokens += tokens
+            if self._direct:
+                self._fold()
+
+    def left(self) -> None:
+        """That request ended without a 200 answer from this tally's caller (another status, counted
+        by the caller, or handed to the full app, which counts it)."""
+        with self._lock:
+            self.in_flight -= 1
             if self._direct:
                 self._fold()
 

@@ -7,7 +7,8 @@ a render what that stack does and nothing else, in the same order: the request i
 (``X-Request-Id`` or a fresh one), the API-key check, the body-size limit, the media-type check
 and the orjson parse, :func:`.limits.check_body`, the body's ``request_id``, the handler on the
 worker pool, the answer (the app's own ``answer(result)``: the same bytes and headers), the
-``X-Request-Id`` and fingerprint headers, the request/latency/in-flight/token metrics and the
+``X-Request-Id`` and fingerprint headers, the request/latency/in-flight/token metrics (a 200
+answer's kept as plain numbers, :class:`.metrics.AnswerTally`, as the chunk lane's) and the
 access-log line.
 
 An error the handler (or the pool, or the body limits) raises is answered by the app's own
@@ -69,6 +70,7 @@ class RenderLane:
         self.limits = limits
         self.max_body = max_body
         self.auth = ApiKeyAuth(app, api_keys) if api_keys else None
+        self._tallies: dict[str, metrics.AnswerTally] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         fp = self.state.fingerprint
@@ -84,12 +86,12 @@ class RenderLane:
         path = scope["path"]
         given = client_request_id(scope)
         request_id = given or new_request_id()
-        in_flight = metrics.IN_FLIGHT.labels(path)
-        in_flight.inc()
-        status, replayed = 500, False
+        tally = self._tally(path)
+        tally.started()
+        status, tokens, replayed = 500, 0, False
         try:
             try:
-                response = await self._render(path, body, given is not None, request_id, len(raw))
+                response, tokens = await self._render(path, body, given is not None, request_id, len(raw))
             except Exception as exc:  # noqa: BLE001 - answered by the app's handler for its class
                 handler = self._handler_for(exc)
                 if handler is None:  # a bug: the full stack logs it and answers 500, as without the lane
@@ -98,37 +100,52 @@ class RenderLane:
                     return
                 response = await handler(Request(scope, receive), exc)
             status = response.status_code
+            extra = [(_REQUEST_ID, request_id.encode()), (_FINGERPRINT, fp.encode())]
+            if type(response) is Response and response.background is None:
+                # what Response.__call__ sends (no background task), with the two headers added
+                await send({"type": "http.response.start", "status": status,
+                            "headers": [*response.raw_headers, *extra]})
+                await send({"type": "http.response.body", "body": response.body})
+            else:
+                async def with_headers(message: Message) -> None:
+                    if message["type"] == "http.response.start":
+                        message = {**message, "headers": [*message.get("headers", ()), *extra]}
+                    await send(message)
 
-            async def with_headers(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    message = {**message, "headers": [*message.get("headers", ()),
-                                                      (_REQUEST_ID, request_id.encode()),
-                                                      (_FINGERPRINT, fp.encode())]}
-                await send(message)
-
-            await response(scope, receive, with_headers)
+                await response(scope, receive, with_headers)
         finally:
-            in_flight.dec()
+            elapsed = time.perf_counter() - start
+            if status == 200 and not replayed:
+                tally.answered(elapsed, tokens)
+            else:
+                tally.left()
+                if not replayed:
+                    metrics.REQUESTS.labels(path, "POST", str(status)).inc()
+                    metrics.LATENCY.labels(path, "POST", str(status)).observe(elapsed)
             if not replayed:
-                elapsed = time.perf_counter() - start
-                metrics.REQUESTS.labels(path, "POST", str(status)).inc()
-                metrics.LATENCY.labels(path, "POST", str(status)).observe(elapsed)
                 log_post(path, status, request_id, elapsed)
+
+    def _tally(self, path: str) -> metrics.AnswerTally:
+        """The 200 answers' metrics of ``path`` (``tokens_rendered``), made on first use."""
+        tally = self._tallies.get(path)
+        if tally is None:
+            tally = self._tallies[path] = metrics.AnswerTally(path, metrics.TOKENS_RENDERED)
+        return tally
 
     def _parsed(self, scope: Scope, raw: bytes) -> Any:
         """The parsed body, or ``None`` when the full app must answer (key, media type, JSON)."""
         return accepted_json(scope, raw, self.auth, scope["path"].startswith(GUARDED_PREFIXES))
 
     async def _render(self, path: str, body: Any, id_from_client: bool, request_id: str,
-                      size: int) -> Response:
-        """What the app's render route does with a parsed body (see ``create_app``'s ``post``)."""
+                      size: int) -> tuple[Response, int]:
+        """What the app's render route does with a parsed body (see ``create_app``'s ``post``):
+        the response and the token count."""
         check_body(body, self.limits)
         if isinstance(body, dict) and (id_from_client or not body.get("request_id")):
             fresh = not id_from_client and path == "/v1/responses/render"
             body["request_id"] = ("resp_" if fresh else "") + request_id
         result, tokens = await self.run(path, body, self.state.pool, size)
-        metrics.TOKENS_RENDERED.labels(path).inc(tokens)
-        return self.answer(result)
+        return self.answer(result), tokens
 
     def _handler_for(self, exc: Exception) -> Any:
         """The app's handler for ``exc``'s nearest class, ``None`` for the catch-all ``Exception``."""
