@@ -173,3 +173,30 @@ def test_worker_pool_queue_timeout_is_503():
             release.set()
 
     anyio.run(main)
+
+
+def test_worker_pool_run_here_holds_a_free_slot_or_declines():
+    """``run_here`` runs on the calling thread holding a slot (busy counted, later callers queue
+    behind it), declines without running while every slot is taken, and frees the slot on error."""
+    release = threading.Event()
+    seen: list[tuple[int, int]] = []
+
+    async def main():
+        pool = WorkerPool(1, 1, 30.0, on_change=lambda b, q: seen.append((b, q)))
+        here = threading.get_ident()
+        ran, result = pool.run_here(lambda: (threading.get_ident(), pool.busy))
+        assert ran and result == (here, 1)
+        with pytest.raises(ZeroDivisionError):
+            pool.run_here(lambda: 1 / 0)
+        assert (pool.busy, pool._gate.value) == (0, 1)
+        calls: list[object] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pool.run, release.wait, 10)
+            await anyio.sleep(0.05)
+            assert pool.run_here(calls.append, "x") == (False, None) and calls == []
+            release.set()
+        assert pool.run_here(calls.append, "y") == (True, None) and calls == ["y"]
+        return pool
+
+    pool = anyio.run(main)
+    assert (1, 0) in seen and (pool.busy, pool.queued) == (0, 0)

@@ -187,6 +187,23 @@ class WorkerPool:
             self._update(busy=-1)
             self._gate.release()
 
+    def run_here(self, fn: Callable[..., T], *args: Any) -> tuple[bool, T | None]:
+        """Run ``fn(*args)`` on the calling thread (the event loop) if a worker slot is free at
+        once, holding that slot meanwhile (``busy`` counts it; :meth:`run` callers queue behind it
+        as behind a thread): ``(True, result)``; ``(False, None)`` without running it when no slot
+        is free (call :meth:`run`). For work that costs less than the hand-off to a thread and
+        back."""
+        try:
+            self._gate.acquire_nowait()
+        except anyio.WouldBlock:
+            return False, None
+        self._update(busy=1)
+        try:
+            return True, fn(*args)
+        finally:
+            self._update(busy=-1)
+            self._gate.release()
+
     async def _acquire(self) -> None:
         if self._gate.value > 0:
             await self._gate.acquire()

@@ -44,6 +44,12 @@ INLINE_RENDER_BYTES = 16_384
 its work (about 0.1 ms for a short chat) costs less than the hand-off to a worker thread and
 back (~0.08 ms of CPU). Larger bodies, and every render of a vision-language model (media may be
 fetched), run on the worker pool."""
+INLINE_SLOT_BYTES = 65_536
+"""A text-only render whose body is at most this many bytes (a 9k-token conversation: 59 KB, about
+1.2 ms of work) also runs on the event loop, but only holding a free worker slot
+(:meth:`.limits.WorkerPool.run_here`), so the pool's thread count, queue and 503s bound it as
+before: the hand-off to a thread and back cost ~0.3 ms of CPU per chat_9k render on this
+2-core machine under load (``python -m benchmarks.run --only hotpaths``), a quarter of the render."""
 Answer = Callable[[Any], Response]
 
 _REQUEST_ID = REQUEST_ID_HEADER.encode()
@@ -166,8 +172,12 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
 
     async def run(path: str, body: Any, pool: WorkerPool, size: int) -> Any:
         bundle = app.state.bundle
-        if size <= INLINE_RENDER_BYTES and state_for(bundle, settings) is None:
-            return call(handlers[path], bundle, settings, body, True)
+        if size <= INLINE_SLOT_BYTES and state_for(bundle, settings) is None:
+            if size <= INLINE_RENDER_BYTES:
+                return call(handlers[path], bundle, settings, body, True)
+            ran, result = pool.run_here(call, handlers[path], bundle, settings, body, True)
+            if ran:
+                return result
         return await pool.run(call, handlers[path], bundle, settings, body, True)
 
     app.render_lane = RenderLane(whole_app(app), frozenset(handlers), run, answer, app.state,
