@@ -49,6 +49,8 @@ ROUNDS = 9
 #: Rounds of the later-chunk comparison (``--quick``: 3): each is only ~100 calls per server, so
 #: more of them keep one load burst on the shared machine from deciding the medians.
 CHUNK_ROUNDS = 21
+#: Chained calls per round and server in the later-chunk comparison (``--quick``: 20).
+CHUNK_CALLS = 200
 
 
 def _listening_pids(url: str) -> list[int]:
@@ -92,12 +94,12 @@ def _send_all(url: str, requests: list[bytes], pids: list[int]) -> float:
     conn = light.Connection(url)
     try:
         conn.send(requests[0])  # warm the connection
-        cpu0 = light.proc_cpu_ns_s(pids)
+        cpu0 = light.thread_cpu_ns(pids)
         for req in requests:
             status, data = conn.send(req)
             if status != 200:
                 raise RuntimeError(f"{url} answered {status}: {data[:160]!r}")
-        return (light.proc_cpu_ns_s(pids) - cpu0) / len(requests) * 1e3
+        return light.cpu_since(cpu0, pids) / len(requests) * 1e3
     finally:
         conn.close()
 
@@ -115,7 +117,7 @@ def _stream(
             raise RuntimeError(f"{url} answered {status}: {data[:200]!r}")
         state = orjson.loads(data)["stream_state"]
         sent, sizes = [], []
-        cpu0 = light.proc_cpu_ns_s(pids)
+        cpu0 = light.thread_cpu_ns(pids)
         for i in range(count):
             req = light.raw_request(url, path, later(i, state))
             status, data = conn.send(req)
@@ -124,7 +126,7 @@ def _stream(
             state = orjson.loads(data)["stream_state"]
             sent.append(req)
             sizes.append(len(data))
-        cpu = (light.proc_cpu_ns_s(pids) - cpu0) / count * 1e3
+        cpu = light.cpu_since(cpu0, pids) / count * 1e3
         return cpu, sent, statistics.mean(sizes)
     finally:
         conn.close()
@@ -215,41 +217,54 @@ def chunk_rows(res: Any, ctx: Any) -> None:
     ours = ctx.server(1)
     ours.settle()  # the background encoder build must not be counted as chunk CPU
     ours_pids = _tree(ours.proc.pid)
+    _quiet(ours_pids)
     request = chat_request()
     prompt_ids = ctx.encode(template_text(ctx.bundle.tokenizer, request))
     ids = output_ids(ctx.encode, 1400)
     rounds = CHUNK_ROUNDS if ctx.repeat >= 10 else 3
-    count = 100 if ctx.repeat >= 10 else 20
+    count = CHUNK_CALLS if ctx.repeat >= 10 else 20
 
     def first(n: int, model: str | None = None) -> dict[str, Any]:
         body = chunk_body(ids[:n], None, prompt_ids=prompt_ids, request=request)
         return dict(body, model=model) if model else body
 
+    def later(i: int, st: Any) -> dict[str, Any]:
+        return chunk_body([ids[20 + i]], st)
+
+    def to_bare(sent: list[bytes]) -> list[bytes]:
+        return [r.replace(b"/v1/chat/completions/derender", b"/bare", 1) for r in sent]
+
     mine: list[float] = []
     bare_cpu: list[float] = []
     bare: Bare | None = None
-    path_bytes: list[bytes] = []
+    load = [_load_average()]
     try:
+        # warm-up, not counted: one stream on ours (its answers size the bare route's), then the
+        # same requests on the fresh bare server, so that neither server's first rounds are cold
+        _, sent, size = _stream(ours.url, ours_pids, first(20), later, count)
+        bare = Bare(int(size))
+        bare_pids = _tree(bare.proc.pid)
+        path_bytes = to_bare(sent)
+        _send_all(bare.url, path_bytes, bare_pids)
         for rnd in range(rounds):  # short interleaved rounds, order reversed every other round
-            if bare is not None and rnd % 2:
-                bare_cpu.append(_send_all(bare.url, path_bytes, _tree(bare.proc.pid)))
-            cpu, sent, size = _stream(ours.url, ours_pids, first(20),
-                                      lambda i, st: chunk_body([ids[20 + i]], st), count)
+            if rnd % 2:
+                bare_cpu.append(_send_all(bare.url, path_bytes, bare_pids))
+            cpu, sent, _ = _stream(ours.url, ours_pids, first(20), later, count)
             mine.append(cpu)
-            if bare is None:
-                bare = Bare(int(size))
-            path_bytes = [r.replace(b"/v1/chat/completions/derender", b"/bare", 1) for r in sent]
+            path_bytes = to_bare(sent)
             if rnd % 2 == 0:
-                bare_cpu.append(_send_all(bare.url, path_bytes, _tree(bare.proc.pid)))
+                bare_cpu.append(_send_all(bare.url, path_bytes, bare_pids))
     finally:
         if bare is not None:
             bare.stop()
+    load.append(_load_average())
     m, b = statistics.median(mine), statistics.median(bare_cpu)
     res.add("hotpaths", "later chunk (1 token) server CPU, ours", m,
             note=f"median of {rounds} interleaved rounds of {count} chained calls, answer ~{int(size)} B")
     res.add("hotpaths", "later chunk server CPU, bare route (orjson parse, same-size answer)", b,
             note="same uvicorn stack and request bytes, interleaved with ours")
-    res.add("hotpaths", "later chunk: ours / bare route", m / b, "x", TARGET_RATIO)
+    res.add("hotpaths", "later chunk: ours / bare route", m / b, "x", TARGET_RATIO,
+            note=f"load average {load[0]:.1f} at the start, {load[1]:.1f} at the end (1 min)")
     # each round measures both servers back to back (order alternating): the ratio within a
     # round sees one machine load, so its median is the steadier figure under other agents' load
     paired = statistics.median(x / y for x, y in zip(mine, bare_cpu, strict=False))
@@ -264,6 +279,24 @@ def chunk_rows(res: Any, ctx: Any) -> None:
                        (name, prompt_ids, request), tokens=64)
         else:
             res.skip("hotpaths", "per-token CPU, vllm peer", f"{peer_url}: no local process or /v1/models")
+
+
+def _quiet(pids: list[int], timeout: float = 120.0) -> None:
+    """Wait until the threads of ``pids`` use under 5 ms of CPU in each of two consecutive
+    0.5 s windows (nanosecond reads): a stricter wait than ``Server.settle``'s 10 ms ticks,
+    whose 10 % bound a start-up thread still building under a load of 15 on two cores (about
+    12 % of a core each) can pass while it keeps running into the measured rounds."""
+    deadline, calm = time.perf_counter() + timeout, 0
+    while calm < 2 and time.perf_counter() < deadline:
+        before = light.thread_cpu_ns(pids)
+        time.sleep(0.5)
+        calm = calm + 1 if light.cpu_since(before, pids) < 0.005 else 0
+
+
+def _load_average() -> float:
+    """The machine's 1-minute load average (``/proc/loadavg``)."""
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
 
 
 def _per_token(res: Any, label: str, url: str, pids: list[int], first: Any, ids: list[int],

@@ -52,6 +52,28 @@ def proc_cpu_ns_s(pids: list[int]) -> float:
     return total / 1e9
 
 
+def thread_cpu_ns(pids: list[int]) -> dict[tuple[int, str], int]:
+    """CPU ns used so far by each thread of ``pids`` (``/proc/PID/task/TID/schedstat``), by
+    (pid, tid): the snapshot :func:`cpu_since` subtracts."""
+    found: dict[tuple[int, str], int] = {}
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                found[(pid, task.name)] = int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def cpu_since(before: dict[tuple[int, str], int], pids: list[int]) -> float:
+    """CPU seconds the threads of ``pids`` used since the snapshot ``before``
+    (:func:`thread_cpu_ns`), thread by thread: a thread started since counts from zero, and one
+    that exited since drops out of both sides (with a plain sum of the living threads, as
+    :func:`proc_cpu_ns_s`, a thread ending in the interval would subtract its whole lifetime)."""
+    after = thread_cpu_ns(pids)
+    return sum(ns - before.get(key, 0) for key, ns in after.items()) / 1e9
+
+
 def raw_request(url: str, path: str, body: dict[str, Any]) -> bytes:
     """The bytes of one keep-alive ``POST path`` with a JSON body."""
     host = urlparse(url).netloc

@@ -43,6 +43,8 @@ class _Mode:
     names: dict[str, str]
     prefixes: frozenset[str]
     longest: int
+    #: the first characters of the mode's markers (a text without any holds no partial marker)
+    firsts: frozenset[str] = frozenset()
 
 
 _COMPILED: dict[int, tuple[FormatSpec, dict[str, _Mode]]] = {}
@@ -58,7 +60,8 @@ def _compile(spec: FormatSpec) -> dict[str, _Mode]:
         texts = sorted(names, key=len, reverse=True)
         regex = re.compile("|".join(map(re.escape, texts))) if texts else None
         prefixes = frozenset(t[:i] for t in texts for i in range(1, len(t)))
-        table[mode] = _Mode(regex, names, prefixes, max(map(len, prefixes), default=0))
+        table[mode] = _Mode(regex, names, prefixes, max(map(len, prefixes), default=0),
+                            frozenset(t[0] for t in texts if t))
     _COMPILED[id(spec)] = (spec, table)
     return table
 
@@ -211,7 +214,10 @@ def _may_grow(buf: str, start: int, info: _Mode) -> bool:
 
 def _partial(buf: str, pos: int, info: _Mode) -> int:
     """Length of the longest suffix of ``buf[pos:]`` that is a proper prefix of a marker."""
-    for size in range(min(info.longest, len(buf) - pos), 0, -1):
+    longest = min(info.longest, len(buf) - pos)
+    if longest <= 0 or info.firsts.isdisjoint(buf[len(buf) - longest:]):
+        return 0  # no marker starts in the tail (most text: one set test instead of a loop)
+    for size in range(longest, 0, -1):
         if buf[len(buf) - size :] in info.prefixes:
             return size
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,30 @@ def test_parsers_flat_benchmark_runs_for_every_parser(capsys):
         sys.argv = argv
     out = capsys.readouterr().out
     assert len(out.strip().splitlines()) == 2 + len(parsers.REASONING_PARSERS) + len(parsers.TOOL_PARSERS)
+
+
+def test_server_cpu_since_a_snapshot_survives_a_thread_ending():
+    """A thread that used CPU and ends between the two reads drops out of the interval instead
+    of subtracting its whole lifetime (the per-thread sum of the living threads went negative)."""
+    import threading
+
+    from benchmarks import light
+
+    ready, stop = threading.Event(), threading.Event()
+
+    def spin() -> None:
+        deadline = time.thread_time() + 0.05
+        while time.thread_time() < deadline:
+            pass
+        ready.set()
+        stop.wait(30)
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    assert ready.wait(30)
+    pids = [os.getpid()]
+    plain, snapshot = light.proc_cpu_ns_s(pids), light.thread_cpu_ns(pids)
+    stop.set()
+    worker.join(30)
+    assert light.proc_cpu_ns_s(pids) - plain < 0  # the flaw cpu_since avoids
+    assert light.cpu_since(snapshot, pids) >= 0

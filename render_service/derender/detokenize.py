@@ -152,36 +152,45 @@ def step(
 
     Cost O(len(ids)) for the byte table; O(len(ids) · window) for the window strategy.
     """
-    kept = [i for i in ids if i not in drop]
     if detok.token_bytes is not None:
-        if not kept:
-            return "", state
-        out_text: list[str] = []
-        pending = state.pending
-        for token_id in kept:
-            data = pending + detok.bytes_of(token_id)
-            try:  # whole characters (most tokens): what the incremental decoder gives, no tail
-                out_text.append(data.decode("utf-8"))
-                pending = b""
-                continue
-            except UnicodeDecodeError:
-                pass
-            text, tail = _utf8_step(b"", data, False)
-            if not tail:
-                out_text.append(text)
-                pending = b""
-            elif len(data) <= MAX_HELD_BYTES:
-                pending = data  # hold the token's whole text while it ends mid-character
-            else:
-                out_text.append(text)
-                pending = tail
-        text = "".join(out_text)
+        text, pending = byte_step(detok.token_bytes, state.pending, ids, drop)
         return text, state if pending == state.pending else replace(state, pending=pending)
+    kept = [i for i in ids if i not in drop]
     out: list[str] = []
     for token_id in kept:
         text, state = _window_step(detok, state, token_id)
         out.append(text)
     return "".join(out), state
+
+
+def byte_step(
+    table: tuple[bytes, ...], pending: bytes, ids: Iterable[int], drop: frozenset[int]
+) -> tuple[str, bytes]:
+    """The byte-table strategy of :func:`step` over plain values: the text of ``ids`` (less
+    ``drop``) after the held bytes ``pending``, and the bytes held after them (the pipeline's
+    streaming step calls it directly, without building a :class:`DetokState`)."""
+    out_text: list[str] = []
+    size = len(table)
+    for token_id in ids:
+        if token_id in drop:
+            continue
+        data = pending + table[token_id] if 0 <= token_id < size else pending
+        try:  # whole characters (most tokens): what the incremental decoder gives, no tail
+            out_text.append(data.decode("utf-8"))
+            pending = b""
+            continue
+        except UnicodeDecodeError:
+            pass
+        text, tail = _utf8_step(b"", data, False)
+        if not tail:
+            out_text.append(text)
+            pending = b""
+        elif len(data) <= MAX_HELD_BYTES:
+            pending = data  # hold the token's whole text while it ends mid-character
+        else:
+            out_text.append(text)
+            pending = tail
+    return "".join(out_text), pending
 
 
 def _window_step(detok: Detokenizer, state: DetokState, token_id: int) -> tuple[str, DetokState]:

@@ -183,6 +183,15 @@ def _decode(pipe: Pipeline, st: StreamState, ids: Sequence[int], final: bool) ->
     U+FFFD for a character the final flush dropped incomplete (kept only where the parser says,
     ``Parser.keeps_partial``))."""
     drop = pipe.drop_ids(st.skip, st.parser is not None)
+    table = pipe.detok.token_bytes
+    if table is not None and not final and st.ntok == st.min_tok:
+        # the streaming step of a byte-level tokenizer past min_tokens (nearly every chunk): the
+        # byte table's step over the state's held bytes alone (its window fields stay unused)
+        held = bytes(st.pend)
+        text, pending = detokenize.byte_step(table, held, ids, drop)
+        if pending != held:
+            st.pend = list(pending)
+        return "", text, ""
     state = before = DetokState(pending=bytes(st.pend), window=tuple(st.win), prefix=st.pre, read=st.rd)
     n_head = max(0, min(len(ids), st.min_tok - st.ntok))
     head = ""

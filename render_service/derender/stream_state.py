@@ -54,9 +54,15 @@ COMPRESS_LEVEL = 3
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
+def _b64_bytes(data: bytes) -> bytes:
+    """Unpadded base64url of ``data`` as ASCII bytes (``base64.urlsafe_b64encode`` without its
+    wrapper calls)."""
+    return binascii.b2a_base64(data, newline=False).translate(_URLSAFE).rstrip(b"=")
+
+
 def _b64(data: bytes) -> str:
-    """Unpadded base64url of ``data`` (``base64.urlsafe_b64encode`` without its wrapper calls)."""
-    return binascii.b2a_base64(data, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
+    """:func:`_b64_bytes` as text."""
+    return _b64_bytes(data).decode("ascii")
 
 
 def _unb64(text: str) -> bytes:
@@ -109,13 +115,20 @@ def state_body(state: StreamState) -> dict[str, Any]:
     return {name: values[name] for name, default in _DEFAULTS.items() if values[name] != default}
 
 
+_HEADS = {"j": f"{VERSION}j.".encode(), "z": f"{VERSION}z.".encode()}
+
+
 def encode_state(state: StreamState, keys: Sequence[str] = ()) -> str:
-    """Serialize ``state`` to the opaque string (signed with ``keys[0]`` when keys are given)."""
+    """Serialize ``state`` to the opaque string (signed with ``keys[0]`` when keys are given).
+
+    Built as bytes and decoded once (the signature is over the same ASCII bytes as the text)."""
     body = orjson.dumps(state_body(state))
     packed = zlib.compress(body, COMPRESS_LEVEL) if len(body) > COMPRESS_OVER else body
     flag = "z" if len(packed) < len(body) else "j"
-    message = f"{VERSION}{flag}.{_b64(packed if flag == 'z' else body)}"
-    return f"{message}.{_sign(keys[0], message)}" if keys else message
+    message = _HEADS[flag] + _b64_bytes(packed if flag == "z" else body)
+    if keys:
+        message += b"." + _b64_bytes(hmac_sha256(keys[0], message)[:_SIG_BYTES])
+    return message.decode("ascii")
 
 
 def _check_signature(message: str, signature: str | None, keys: Sequence[str]) -> None:

@@ -125,13 +125,8 @@ def check_body(body: Any, limits: BodyLimits) -> None:
 
 
 def _check_object(obj: dict[str, Any], limits: BodyLimits, prefix: str) -> None:
-    for field, bound in (("messages", limits.max_messages), ("tools", limits.max_tools)):
-        value = obj.get(field)
-        if isinstance(value, list) and len(value) > bound:
-            raise InvalidRequest(
-                f"`{field}` has {len(value)} items; at most {bound} are allowed "
-                f"(--max-{field}).", param=prefix + field
-            )
+    _check_items(obj.get("messages"), "messages", limits.max_messages, prefix)
+    _check_items(obj.get("tools"), "tools", limits.max_tools, prefix)
     n = obj.get("n")
     if isinstance(n, int) and not isinstance(n, bool) and n > limits.max_n:
         raise InvalidRequest(f"`n` is {n}; at most {limits.max_n} is allowed (--max-n).", param=prefix + "n")
@@ -145,9 +140,17 @@ def _check_object(obj: dict[str, Any], limits: BodyLimits, prefix: str) -> None:
             )
 
 
+def _check_items(value: Any, field: str, bound: int, prefix: str) -> None:
+    if isinstance(value, list) and len(value) > bound:
+        raise InvalidRequest(
+            f"`{field}` has {len(value)} items; at most {bound} are allowed "
+            f"(--max-{field}).", param=prefix + field
+        )
+
+
 def _serialized_size(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, str):  # an ASCII string (every state this server makes) is its length
+        return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
     try:
         return len(orjson.dumps(value))
     except TypeError:
