@@ -52,6 +52,8 @@ def test_payload_is_the_same_base64_as_the_string(n: int, band: int | None, seed
     assert len(got) == len(want)
     assert str(got) == want
     assert bytes(got.view()) == want.encode()
+    banded = serde.encode_payload(_fields(n, band, seed), whole_bytes=0)  # the large items' path
+    assert bytes(banded.view()) == want.encode()
     assert serde.decode_item(str(got)).keys() == {"pixel_values", "image_grid_thw", "timestamps"}
 
 

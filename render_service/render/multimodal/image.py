@@ -147,13 +147,29 @@ def patchify(frames: np.ndarray, arch: VisionArch) -> tuple[np.ndarray, tuple[in
     """``frames`` ``[T, H, W, 3]`` uint8 (T a multiple of ``temporal_patch_size``) → patches
     ``[t·h·w, 3·T_p·P·P]`` uint8 and the grid ``(t, h, w)`` in patches, HF's layout
     (merge windows contiguous; channel, temporal, row, column within a patch)."""
+    x, (gt, gh, gw) = _patch_order(frames, arch)
+    return np.ascontiguousarray(x).reshape(gt * gh * gw, -1), (gt, gh, gw)
+
+
+def _patch_order(frames: np.ndarray, arch: VisionArch) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """``frames`` as a view in patch order ``[t, h/m, w/m, m, m, c, T_p, P, P]`` and the grid."""
     p, m, tp = arch.patch_size, arch.merge_size, arch.temporal_patch_size
     t, height, width, c = frames.shape
     gt, gh, gw = t // tp, height // p, width // p
     x = frames.reshape(gt, tp, gh // m, m, p, gw // m, m, p, c)
     # → gt, gh/m, gw/m, m, m, c, tp, p, p
-    x = x.transpose(0, 2, 5, 3, 6, 8, 1, 4, 7)
-    return np.ascontiguousarray(x).reshape(gt * gh * gw, c * tp * p * p), (gt, gh, gw)
+    return x.transpose(0, 2, 5, 3, 6, 8, 1, 4, 7), (gt, gh, gw)
+
+
+def patchify_pending(frames: np.ndarray, arch: VisionArch) -> tuple[serde.Pending, tuple[int, int, int]]:
+    """:func:`patchify` as a :class:`~.serde.Pending` tensor: the patches are reordered straight
+    into the encoded item (one copy) instead of into a new array that is then copied there."""
+    x, (gt, gh, gw) = _patch_order(frames, arch)
+
+    def write(out: np.ndarray, start: int) -> None:
+        out.reshape(x.shape)[...] = x
+
+    return serde.Pending((gt * gh * gw, x[0, 0, 0, 0, 0].size), write), (gt, gh, gw)
 
 
 def resize(img: Image.Image, height: int, width: int) -> np.ndarray:

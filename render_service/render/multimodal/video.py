@@ -19,8 +19,8 @@ import numpy as np
 from PIL import Image
 
 from ...errors import InvalidRequest
-from . import resample
-from .image import load_error, patchify, resize, smart_resize, too_many_pixels
+from . import resample, serde
+from .image import load_error, patchify_pending, resize, smart_resize, too_many_pixels
 from .registry import VisionArch
 
 
@@ -117,8 +117,9 @@ def hash_metadata(video: DecodedVideo) -> dict[str, Any]:
 
 def process_video(
     video: DecodedVideo, arch: VisionArch, min_pixels: int, max_pixels: int
-) -> tuple[np.ndarray, tuple[int, int, int], list[float]]:
-    """Frames → ``(pixel_values_videos [t·h·w, 3·2·P·P] uint8, video_grid_thw, timestamps)``;
+) -> tuple[serde.Pending, tuple[int, int, int], list[float]]:
+    """Frames → ``(pixel_values_videos [t·h·w, 3·2·P·P] uint8 (a :class:`~.serde.Pending` tensor,
+    reordered straight into the encoded item), video_grid_thw, timestamps)``;
     ``timestamps`` are the mean source time of each temporal group (Qwen3-VL's ``<t seconds>``)."""
     n, h, w, _ = video.frames.shape
     tp = arch.temporal_patch_size
@@ -133,7 +134,7 @@ def process_video(
         frames = np.stack([resize(Image.fromarray(f), rh, rw) for f in video.frames])
     if n % tp:
         frames = np.concatenate([frames, np.repeat(frames[-1:], tp - n % tp, axis=0)])
-    pixels, grid = patchify(frames, arch)
+    pixels, grid = patchify_pending(frames, arch)
     times = [i / video.fps for i in video.indices] if video.fps > 0 else [0.0] * n
     times += [times[-1]] * (-len(times) % tp)
     stamps = [(times[i] + times[i + 1]) / 2 for i in range(0, len(times), tp)]
