@@ -281,3 +281,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # a folder's tests run one after another (also with -n 0), as xdist runs a group on one worker:
     # the model cache keeps only the recently used folders (MAX_MODELS)
     items[:] = [items[i] for _, i in sorted(order)]
+
+
+_MEMLOG = os.environ.get("RENDER_SERVICE_MEMLOG")
+"""A folder: when set, each test process appends one line per test to ``<folder>/<worker>.tsv``
+(test id, wall seconds, CPU seconds, VmRSS and VmHWM in MB after the test, model folders loaded),
+to find what raises the suite's peak memory. Unset (the default): nothing is measured."""
+
+
+def _vm_mb() -> tuple[int, int]:
+    rss = hwm = 0
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) // 1024
+            elif line.startswith("VmHWM:"):
+                hwm = int(line.split()[1]) // 1024
+    return rss, hwm
+
+
+if _MEMLOG:
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        start, cpu = time.monotonic(), time.process_time()
+        before = _vm_mb()
+        yield
+        rss, hwm = _vm_mb()
+        Path(_MEMLOG).mkdir(parents=True, exist_ok=True)
+        with open(Path(_MEMLOG) / f"{worker}.tsv", "a") as out:
+            out.write(f"{item.nodeid}\t{time.monotonic() - start:.2f}\t{time.process_time() - cpu:.2f}\t"
+                      f"{before[0]}\t{rss}\t{hwm}\t{len(_RESIDENT)}\t{len(_SERVERS)}\n")
