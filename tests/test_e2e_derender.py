@@ -303,7 +303,8 @@ def _derender_bodies(ids: list[int], prompt: list[int] | None = None) -> list[tu
     extra = {} if prompt is None else {"prompt_token_ids": prompt}
     return [
         ("/v1/chat/completions/derender", {"generate_response": gen, "chat_request": chat, **extra}),
-        ("/v1/chat/completions/derender", {"stream": True, "generate_chunk": gen, "chat_request": chat, **extra}),
+        ("/v1/chat/completions/derender",
+         {"stream": True, "generate_chunk": gen, "chat_request": chat, **extra}),
         ("/v1/completions/derender", {"generate_responses": [gen],
                                       **({} if prompt is None else {"prompt_token_ids": [prompt]})}),
         ("/v1/completions/derender", {"stream": True, "generate_chunk": gen, **extra}),
@@ -322,7 +323,8 @@ def test_token_ids_past_the_vocabulary_are_a_400_on_every_derender_route(service
         r = service.post(path, json=body)
         assert r.status_code == 200, (path, r.text)
         assert "Hello" in r.text
-    for ids, prompt, param in (([9707, 151936], None, "token_ids"), ([9707], [151644, 10**7], "prompt_token_ids")):
+    bad = (([9707, 151936], None, "token_ids"), ([9707], [151644, 10**7], "prompt_token_ids"))
+    for ids, prompt, param in bad:
         for path, body in _derender_bodies(ids, prompt):
             r = service.post(path, json=body)
             assert r.status_code == 400, (path, r.text)
