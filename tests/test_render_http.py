@@ -686,3 +686,34 @@ def test_malformed_response_format_is_vllms_400(serve, response_format, param, n
             "chat_request": {"messages": USER, "response_format": response_format},
             "generate_response": {"request_id": "r", "choices": [{"index": 0, "token_ids": [9707]}]}})
         assert error_of(derender)["param"] == param.replace("body.", "body.chat_request.")
+
+
+@pytest.mark.parametrize(
+    "extra,param",
+    [
+        ({"thinking_token_budget": True}, "thinking_token_budget"),
+        ({"thinking_token_budget": -5}, "thinking_token_budget"),
+        ({"mm_processor_kwargs": "x"}, "mm_processor_kwargs"),
+        ({"messages": [{"role": "user", "content": "hi", "name": 5}]}, "messages.0.name"),
+        ({"messages": [{"role": "system", "content": "x", "name": None}, *USER]}, "messages.0.name"),
+        ({"messages": [*USER, {"role": "tool", "content": "x", "tool_call_id": 5}]},
+         "messages.1.tool_call_id"),
+    ],
+)
+def test_fields_vllm_refuses_are_400s(serve, extra, param):
+    """Values vLLM 0.33's render refuses (measured) that were accepted here: a boolean or
+    below -1 ``thinking_token_budget`` (its ``validate_thinking_token_budget``), an
+    ``mm_processor_kwargs`` that is no object, a message ``name`` that is no string, a
+    ``tool_call_id`` that is no string (its message types)."""
+    error = error_of(chat(serve(), **{"messages": USER, **extra}))
+    assert error["param"] == param, error
+
+
+def test_unlimited_thinking_token_budget_is_sent_unset(serve):
+    """``thinking_token_budget: -1`` means unlimited and is left out of ``sampling_params``, as
+    vLLM 0.33 sends it; a budget of 0 or more is sent as given."""
+    client = serve()
+    assert "thinking_token_budget" not in chat(client, messages=USER, thinking_token_budget=-1).json()[
+        "sampling_params"]
+    assert chat(client, messages=USER, thinking_token_budget=0).json()["sampling_params"][
+        "thinking_token_budget"] == 0

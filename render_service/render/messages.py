@@ -295,6 +295,7 @@ def _normalize_message(
             f"Unknown role {role!r}: a message's role must be one of {', '.join(sorted(ROLES))}",
             param=f"{where}.role",
         )
+    _check_names(message, where)
     out = dict(message)
     out["content"] = _content(message, role, content_format, f"{where}.content", media)
     raw_calls = None
@@ -304,6 +305,21 @@ def _normalize_message(
         else:
             out["tool_calls"], raw_calls = _tool_calls(out["tool_calls"], f"{where}.tool_calls")
     return out, raw_calls
+
+
+def _check_names(message: dict[str, Any], where: str) -> None:
+    """A message's ``name`` is a string when present and its ``tool_call_id`` a string or null,
+    as vLLM 0.33's message types (OpenAI's ``*MessageParam`` and its
+    ``CustomChatCompletionMessageParam``) require: anything else is its 400.
+
+    Raises:
+        InvalidRequest: naming the field.
+    """
+    if "name" in message and not isinstance(message["name"], str):
+        raise InvalidRequest("a message's `name` must be a string", param=f"{where}.name")
+    call_id = message.get("tool_call_id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise InvalidRequest("a message's `tool_call_id` must be a string", param=f"{where}.tool_call_id")
 
 
 def validate_tools(tools: Any) -> list[dict[str, Any]] | None:

@@ -25,15 +25,29 @@ def base_id(body: dict[str, Any]) -> str:
 
 
 def check_common(req: SamplingRequestFields, body: dict[str, Any]) -> None:
-    """Checks every render makes (upstream wording).
+    """Checks every render makes (upstream wording); a ``thinking_token_budget`` of -1
+    (unlimited) is cleared from ``req``, as vLLM 0.33 sends it unset.
 
     Raises:
-        InvalidRequest: ``use_beam_search``; ``stream_options`` without ``stream``.
+        InvalidRequest: ``use_beam_search``; ``stream_options`` without ``stream``; a
+            ``thinking_token_budget`` that is no integer (a boolean, a float) or below -1; an
+            ``mm_processor_kwargs`` that is no object.
     """
     if req.use_beam_search:
         raise InvalidRequest("Beam search is not supported by the render endpoint", param="use_beam_search")
     if body.get("stream_options") and not req.stream:
         raise InvalidRequest("Stream options can only be defined when `stream=True`.", param="stream_options")
+    budget = body.get("thinking_token_budget")
+    if budget is not None and (type(budget) is not int or budget < -1):
+        raise InvalidRequest(
+            "`thinking_token_budget` must be a non-negative integer or -1 for unlimited.",
+            param="thinking_token_budget",
+        )
+    if budget == -1:  # vLLM ``validate_thinking_token_budget``: unlimited, sent as unset
+        req.thinking_token_budget = None
+    kwargs = body.get("mm_processor_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):  # vLLM's field is ``dict | None``
+        raise InvalidRequest("`mm_processor_kwargs` must be an object", param="mm_processor_kwargs")
 
 
 def check_logprobs(k: int | None, settings: Settings, param: str) -> None:
