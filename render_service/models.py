@@ -146,7 +146,9 @@ def load_bundle(settings: Settings, tokenizer: Any = None) -> ModelBundle:
     added_vocab = dict(tokenizer.get_added_vocab())
     special_ids = frozenset(int(i) for i in tokenizer.all_special_ids)
     decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-    special_ids = special_ids | frozenset(int(i) for i, tok in decoder.items() if getattr(tok, "special", False))
+    special_ids = special_ids | frozenset(
+        int(i) for i, tok in decoder.items() if getattr(tok, "special", False)
+    )
 
     chat_template = _load_chat_template(settings, tokenizer)
     compiled = None

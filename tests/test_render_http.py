@@ -717,3 +717,61 @@ def test_unlimited_thinking_token_budget_is_sent_unset(serve):
         "sampling_params"]
     assert chat(client, messages=USER, thinking_token_budget=0).json()["sampling_params"][
         "thinking_token_budget"] == 0
+
+
+def _call(**over):
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    fn = over.pop("function", None)
+    if fn is not None:
+        call["function"] = {**call["function"], **fn}
+    return {**call, **over}
+
+
+@pytest.mark.parametrize(
+    "extra,param",
+    [
+        ({"structured_outputs": {}}, None),
+        ({"structured_outputs": {"disable_any_whitespace": True}}, None),
+        ({"truncate_prompt_tokens": 0}, None),
+        ({"logprob_token_ids": [5]}, "logprob_token_ids"),
+        ({"user": True}, "body.user"),
+        ({"length_penalty": {}}, "body.length_penalty"),
+        ({"return_tokens_as_token_ids": 1.5}, "body.return_tokens_as_token_ids"),
+        ({"add_special_tokens": "x"}, "body.add_special_tokens"),
+        ({"messages": [*USER, {"role": "assistant", "content": None, "tool_calls": [_call(id=1)]}]},
+         "messages.1.tool_calls.0.id"),
+        ({"messages": [*USER, {"role": "assistant", "tool_calls": [{"type": "function", "function": {
+            "name": "f", "arguments": "{}"}}]}]}, "messages.1.tool_calls.0.id"),
+        ({"messages": [*USER, {"role": "assistant",
+                               "tool_calls": [_call(function={"arguments": {"a": 1}})]}]},
+         "messages.1.tool_calls.0.function.arguments"),
+    ],
+)
+def test_more_requests_vllm_refuses_are_400s(serve, extra, param):
+    """Found by fuzzing mutated real requests against ``vllm launch render`` 0.33, each a 400
+    there: a ``structured_outputs`` with no constraint, ``truncate_prompt_tokens: 0`` (nothing
+    left), ``logprob_token_ids`` without ``logprobs``, wrongly typed ``user`` /
+    ``length_penalty`` / ``return_tokens_as_token_ids`` / ``add_special_tokens``, a history tool
+    call without a string ``id`` or with non-string ``arguments``."""
+    error = error_of(chat(serve(), **{"messages": USER, **extra}))
+    assert error["param"] == param, error
+
+
+def test_logprob_token_ids_reach_the_engine(serve):
+    """``logprob_token_ids`` is sent in ``sampling_params`` and replaces the top-k ``logprobs``
+    (vLLM 0.33 ``to_sampling_params``), chat and completions; a non-assistant message's
+    ``tool_calls`` is ignored, as vLLM reads tool calls of assistant messages only."""
+    client = serve()
+    sp = chat(client, messages=USER, logprobs=True, top_logprobs=3, logprob_token_ids=[5, 1]).json()[
+        "sampling_params"]
+    assert sp["logprob_token_ids"] == [5, 1] and "logprobs" not in sp
+    sp = client.post("/v1/completions/render", json={"prompt": "hi", "logprobs": 2,
+                                                      "logprob_token_ids": [5]}).json()[0]["sampling_params"]
+    assert sp["logprob_token_ids"] == [5] and "logprobs" not in sp
+    error = error_of(client.post("/v1/completions/render",
+                                 json={"prompt": "hi", "logprob_token_ids": [5]}))
+    assert error["message"] == "when using `logprob_token_ids`, `logprobs` must be set."
+    stray = chat(client, messages=[{"role": "user", "content": "hi",
+                                    "tool_calls": [{"function": {"name": 5}}]}])
+    assert stray.status_code == 200
+    assert stray.json()["token_ids"] == chat(client, messages=USER).json()["token_ids"]

@@ -90,6 +90,7 @@ class SamplingRequestFields(OpenAIBaseModel):
     min_tokens: int = Field(default=0, ge=0)
     max_tokens: int | None = Field(default=None, ge=1)
     prompt_logprobs: int | None = None
+    logprob_token_ids: list[int] | None = None
     logit_bias: dict[str, float] | None = None
     allowed_token_ids: list[int] | None = None
     bad_words: list[str] | None = None
@@ -111,6 +112,14 @@ class SamplingRequestFields(OpenAIBaseModel):
     ec_transfer_params: dict[str, Any] | None = None
     truncate_prompt_tokens: int | None = Field(default=None, ge=-1)
     truncation_side: Literal["left", "right"] | None = None
+    # typed as vLLM 0.33 types them (a wrong type is its 400), otherwise unused here
+    user: str | None = None
+    length_penalty: float | None = None
+    return_tokens_as_token_ids: bool | None = None
+
+
+#: The constraint fields of vLLM 0.33's ``StructuredOutputsParams`` (exactly one must be set).
+CONSTRAINTS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
 
 
 def asks_structured_output(response_format: Any, structured_outputs: Any) -> bool:
@@ -120,5 +129,4 @@ def asks_structured_output(response_format: Any, structured_outputs: Any) -> boo
     ``structural_tag``). Feeds ``parsers.types.ParseContext.structured_output``."""
     if isinstance(response_format, dict) and response_format.get("type") not in (None, "text"):
         return True
-    keys = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
-    return isinstance(structured_outputs, dict) and any(structured_outputs.get(k) for k in keys)
+    return isinstance(structured_outputs, dict) and any(structured_outputs.get(k) for k in CONSTRAINTS)

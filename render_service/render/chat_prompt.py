@@ -227,7 +227,7 @@ def chat_prompt(
         )
         extra = req.model_extra or {}
         # add_special_tokens: the tokenizer's BOS on top of the template's, as vLLM
-        special = extra.get("add_special_tokens") is True
+        special = req.add_special_tokens
         if extra.get("return_token_offsets") is True:
             ids, offsets = tokenization.encode_prompt_with_offsets(bundle, text, add_special_tokens=special)
         elif special:
@@ -246,6 +246,8 @@ def chat_prompt(
             ids, req.truncate_prompt_tokens, req.truncation_side, bundle.max_model_len
         )
         offsets = None
+        if not ids:  # ``truncate_prompt_tokens: 0`` (vLLM 0.33: the same 400)
+            raise InvalidRequest("No token_ids rendered")
     return ChatPrompt(ids, kwargs, conv.tool_call_count, offsets, result, places)
 
 

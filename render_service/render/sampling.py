@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import ContextLengthExceeded, InvalidRequest
 from ..models import ModelBundle
-from ..protocol.common import SamplingRequestFields
+from ..protocol.common import CONSTRAINTS, SamplingRequestFields
 from ..settings import Settings
 from .adjust import empty_structured_outputs
 
@@ -89,6 +89,11 @@ def structured_outputs(req: SamplingRequestFields) -> dict[str, Any] | None:
         InvalidRequest: ``json_schema`` without its schema, an unknown ``response_format.type``, or
             more than one of ``json``/``regex``/``choice``.
     """
+    if req.structured_outputs is not None and all(req.structured_outputs.get(k) is None for k in CONSTRAINTS):
+        raise InvalidRequest(  # vLLM 0.33 ``StructuredOutputsParams.__post_init__``
+            "You must use one kind of structured outputs constraint but none are specified: "
+            f"structured_outputs has none of {', '.join(CONSTRAINTS)}"
+        )
     so = dict(req.structured_outputs) if req.structured_outputs else None
     if so and sum(so.get(k) is not None for k in ("json", "regex", "choice")) > 1:
         raise InvalidRequest(
@@ -223,6 +228,7 @@ def build(
         "spaces_between_special_tokens": (req.spaces_between_special_tokens, True),
         "include_stop_str_in_output": (req.include_stop_str_in_output, False),
         "logit_bias": (logit_bias(req.logit_bias), None),
+        "logprob_token_ids": (req.logprob_token_ids or None, None),
         "allowed_token_ids": (req.allowed_token_ids, None),
         "thinking_token_budget": (req.thinking_token_budget, None),
         "stream_interval": (req.stream_interval or settings.stream_interval, None),
