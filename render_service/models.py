@@ -146,7 +146,9 @@ def load_bundle(settings: Settings, tokenizer: Any = None) -> ModelBundle:
     added_vocab = dict(tokenizer.get_added_vocab())
     special_ids = frozenset(int(i) for i in tokenizer.all_special_ids)
     decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-    special_ids = special_ids | frozenset(int(i) for i, tok in decoder.items() if getattr(tok, "special", False))
+    special_ids = special_ids | frozenset(
+        int(i) for i, tok in decoder.items() if getattr(tok, "special", False)
+    )
 
     chat_template = _load_chat_template(settings, tokenizer)
     compiled = None
@@ -221,6 +223,20 @@ def _prompt_encoder(settings: Settings, tokenizer: Any) -> Any:
     from .tokens.prefix_cache import build_prompt_encoder
 
     return build_prompt_encoder(tokenizer, settings.prefix_cache_bytes, background=True)
+
+
+def token_id_limit(bundle: ModelBundle) -> int:
+    """One past the largest valid token id: the larger of the tokenizer's size and the model's
+    ``vocab_size`` (config.json's ``text_config``, else its top level), vLLM 0.33's bound
+    (``BaseRenderer.validate_token_ids``). Ids the model can emit that the tokenizer has no text
+    for (Qwen3: 151,669 tokenizer entries, 151,936 embedding rows) are valid and decode to
+    nothing; an id at or above this bound no engine of the model can have produced."""
+    config = bundle.config
+    text = config.get("text_config")
+    size = (text if isinstance(text, dict) and "vocab_size" in text else config).get("vocab_size")
+    if not isinstance(size, int) or isinstance(size, bool):
+        return bundle.vocab_size
+    return max(bundle.vocab_size, size)
 
 
 def check_model(bundle: ModelBundle, name: str | None) -> str:

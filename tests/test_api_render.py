@@ -98,9 +98,10 @@ def test_error_shapes(qwen3):
             }
         ],
     }
-    with pytest.raises(RenderServiceError) as info:  # a text-only model: the chat render's 400
-        _render(bundle, settings, "/v1/messages/render", image)
-    assert "image_url" in info.value.message and info.value.status_code == 400
+    with pytest.raises(RenderServiceError) as info:  # a text-only model: the chat render's 400,
+        _render(bundle, settings, "/v1/messages/render", image)  # in the terms the client sent
+    assert info.value.message.startswith("content part type 'image' is not supported")
+    assert info.value.param == "messages.0.content.0.content.0.type" and info.value.status_code == 400
     with pytest.raises(RenderServiceError) as info:
         _render(
             bundle,
@@ -184,7 +185,7 @@ def test_input_image_parts_render_as_the_chat_image_url():
     """A Responses ``input_image`` (``image_url`` a plain string, vLLM 0.33 ``MM_PARSER_MAP``) goes
     through the chat multimodal render: the same token ids and the same ``features`` (hashes,
     placeholders, processed tensors) as the chat request with that image as ``image_url``; a
-    ``file_id`` without a URL is a 400 naming the field."""
+    ``file_id`` without a URL is a 400 naming the field as the request has it."""
     import base64
 
     folder = "Qwen--Qwen3-VL-2B-Instruct"
@@ -205,7 +206,7 @@ def test_input_image_parts_render_as_the_chat_image_url():
     with pytest.raises(RenderServiceError) as info:
         _render(bundle, settings, "/v1/responses/render", {"input": [
             {"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]})
-    assert info.value.status_code == 400 and info.value.param == "messages.0.content.0.file_id"
+    assert info.value.status_code == 400 and info.value.param == "input.0.content.0.file_id"
 
 
 @pytest.mark.parametrize(
@@ -236,3 +237,23 @@ def test_gpt_oss_responses_equal_vllm_harmony_render(golden):
     sp, ref = out["sampling_params"], golden["sampling_params"]
     assert {k: sp.get(k) for k in (*SAMPLING_KEYS, "max_tokens")} == {
         k: ref.get(k) for k in (*SAMPLING_KEYS, "max_tokens")}
+
+
+def test_converted_request_errors_name_what_the_client_sent(serve):
+    """A 400 the chat render raises for a converted Messages / Responses request names the field
+    and part type the client sent, not the chat form's (system and instructions shift the chat
+    message indices; an Anthropic ``image`` block is a chat ``image_url`` part)."""
+    client = serve(**PARSERS)
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+    body = {"model": "Qwen/Qwen3-0.6B", "max_tokens": 8, "system": "Be brief.", "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": [{"type": "text", "text": "look"}, image]}]}
+    error = client.post("/v1/messages/render", json=body).json()["error"]
+    assert error["param"] == "messages.2.content.1.type", error
+    assert error["message"].startswith("content part type 'image' is not supported")
+    body = {"model": "Qwen/Qwen3-0.6B", "instructions": "Be brief.", "input": [
+        {"role": "user", "content": "hi"},
+        {"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}
+    error = client.post("/v1/responses/render", json=body).json()["error"]
+    assert error["param"] == "input.1.content.0.type", error
+    assert error["message"].startswith("content part type 'input_image' is not supported")

@@ -292,3 +292,57 @@ def test_reasoning_effort_none_without_prompt_ids_is_content(service, extra, rea
     msg = service.post("/v1/chat/completions/derender",
                        json={"chat_request": chat, "generate_response": gen}).json()["choices"][0]["message"]
     assert (msg["content"], msg.get("reasoning")) == (None if reasoning else "Just an answer.", reasoning)
+
+
+def _derender_bodies(ids: list[int], prompt: list[int] | None = None) -> list[tuple[str, dict]]:
+    """One body per derender route (chat, completions, Messages, Responses; batch and stream)
+    carrying ``ids`` as the engine output and ``prompt`` as ``prompt_token_ids``."""
+    gen = {"request_id": "r", "choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop"}]}
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    messages = {"model": "m", "max_tokens": 16, "messages": chat["messages"]}
+    extra = {} if prompt is None else {"prompt_token_ids": prompt}
+    return [
+        ("/v1/chat/completions/derender", {"generate_response": gen, "chat_request": chat, **extra}),
+        ("/v1/chat/completions/derender",
+         {"stream": True, "generate_chunk": gen, "chat_request": chat, **extra}),
+        ("/v1/completions/derender", {"generate_responses": [gen],
+                                      **({} if prompt is None else {"prompt_token_ids": [prompt]})}),
+        ("/v1/completions/derender", {"stream": True, "generate_chunk": gen, **extra}),
+        ("/v1/messages/derender", {"generate_response": gen, "messages_request": messages, **extra}),
+        ("/v1/responses/derender", {"stream": True, "generate_chunk": gen,
+                                    "responses_request": {"input": "hi"}, **extra}),
+    ]
+
+
+def test_token_ids_past_the_vocabulary_are_a_400_on_every_derender_route(service):
+    """An output or prompt id past the model's vocabulary (Qwen3 ``vocab_size`` 151,936) is a 400
+    naming the field on every derender route, as ``/detokenize`` and the renders refuse it (vLLM
+    0.33's derender silently drops it: the answer would not say what the ids say); ids between
+    the tokenizer's 151,669 entries and the vocabulary size are real model ids with no text."""
+    for path, body in _derender_bodies([9707, 151700, 151935]):
+        r = service.post(path, json=body)
+        assert r.status_code == 200, (path, r.text)
+        assert "Hello" in r.text
+    bad = (([9707, 151936], None, "token_ids"), ([9707], [151644, 10**7], "prompt_token_ids"))
+    for ids, prompt, param in bad:
+        for path, body in _derender_bodies(ids, prompt):
+            r = service.post(path, json=body)
+            assert r.status_code == 400, (path, r.text)
+            error = r.json()["error"]
+            assert error["param"] == param and error["message"].startswith(
+                f"Token id {max(ids + (prompt or []))} is out of vocabulary (size 151936)"), (path, error)
+
+
+def test_unknown_finish_reason_and_repeated_choice_index_pass_through_as_vllm(service):
+    """vLLM 0.33's derender passes an engine ``finish_reason`` it does not know (``abort``,
+    ``error``, any string) and a repeated choice ``index`` through unchanged (measured against
+    ``vllm launch render``): nothing is lost, so they are not refused here either."""
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    choices = [{"index": 0, "token_ids": [9707], "finish_reason": "abort"},
+               {"index": 0, "token_ids": [1, 2], "finish_reason": "bogus"}]
+    r = service.post("/v1/chat/completions/derender", json={
+        "chat_request": chat, "generate_response": {"request_id": "r", "choices": choices}})
+    assert r.status_code == 200, r.text
+    # no prompt ids: the qwen3 parser reads the text as reasoning
+    out = [(c["index"], c["message"]["reasoning"], c["finish_reason"]) for c in r.json()["choices"]]
+    assert out == [(0, "Hello", "abort"), (0, '"#', "bogus")]

@@ -104,6 +104,14 @@ def rle(ids: list[int]) -> list[list[int]]:
 
 
 CASES = [(f, name) for f in MODELS for name in sorted(golden(f)["cases"])]
+#: Error cases whose message is our own wording (vLLM 0.33 answers a dump of the decoded frames or
+#: of its pydantic part types, with ``param`` null; ours names the field): status, type and code
+#: are compared, and this text must be in our message.
+OWN_WORDING = {
+    "png_as_video": "a video needs at least 2 frames, this one has 1",
+    "image_url_string": 'image_url must be an object {"url": ...}',
+    "video_url_string": 'video_url must be an object {"url": ...}',
+}
 
 
 def exact_pixels(case: str, folder: str, item: dict[str, Any]) -> bool:
@@ -133,6 +141,11 @@ def test_case_equals_vllm(serve: Any, media_copy: str, folder: str, case: str) -
     assert resp.status_code == expected["status"], resp.text[:500]
     got = orjson.loads(resp.content)
     if expected["status"] != 200:
+        if case in OWN_WORDING:  # vLLM's message is a processor / pydantic dump, its param null
+            assert (got["error"]["type"], got["error"]["code"]) == (
+                expected["error"]["type"], expected["error"]["code"])
+            assert OWN_WORDING[case] in got["error"]["message"]
+            return
         # vLLM's error handler writes file paths as "<path>"; ours names them (README
         # "Deliberate differences"): equal once redacted the same way.
         assert {**got["error"], "message": redact_paths(got["error"]["message"])} == expected["error"]

@@ -446,7 +446,7 @@ def test_tokenize_and_detokenize(serve):
     assert error_of(client.post("/detokenize", json={"tokens": [10**8]}))["param"] == "tokens"
     # beyond 64 bits the id is still named as the integer sent; a fraction is no token id
     huge = error_of(client.post("/detokenize", content=b'{"tokens": [1208925819614629174706176]}'))
-    assert huge["message"] == "Token id 1208925819614629174706176 is out of vocabulary (size 151669)"
+    assert huge["message"] == "Token id 1208925819614629174706176 is out of vocabulary (size 151936)"
     assert error_of(client.post("/detokenize", json={"tokens": [1.5]}))["message"] == (
         "Input should be a valid integer, got 1.5")
     assert error_of(client.post("/tokenize", json={}))["code"] == 400
@@ -611,3 +611,167 @@ def test_completion_default_max_tokens_is_clamped_not_refused(serve):
     assert out["sampling_params"]["max_tokens"] == 4
     err = client.post("/v1/completions/render", json={"prompt": list(range(100, 160)), "max_tokens": 16})
     assert "60 in the messages, 16 in the completion" in error_of(err)["message"]
+
+
+def test_token_ids_up_to_the_model_vocabulary_are_valid(serve):
+    """An id the model has an embedding row for but the tokenizer no text (Qwen3: 151,669 tokens,
+    ``vocab_size`` 151,936) is a valid prompt id, as vLLM 0.33's ``validate_token_ids`` bounds ids
+    by the larger of the two; the first id past the model's vocabulary is refused everywhere."""
+    client = serve()
+    rendered = client.post("/v1/completions/render", json={"prompt": [151700, 151935]}).json()
+    assert rendered[0]["token_ids"] == [151700, 151935]
+    assert client.post("/detokenize", json={"tokens": [9707, 151935]}).json() == {"prompt": "Hello"}
+    for path, body, param in (
+        ("/v1/completions/render", {"prompt": [151936]}, "prompt"),
+        ("/detokenize", {"tokens": [9707, 151936]}, "tokens"),
+        ("/v1/chat/completions/render",
+         {"messages": USER, "kv_transfer_params": {"prompt_token_ids": [151936]}},
+         "kv_transfer_params.prompt_token_ids"),
+    ):
+        error = error_of(client.post(path, json=body))
+        assert error["message"] == "Token id 151936 is out of vocabulary (size 151936)"
+        assert error["param"] == param
+
+
+BAD_BIAS_KEYS = "logit_bias contains key(s) that cannot be converted to integer token IDs: "
+
+
+@pytest.mark.parametrize(
+    "bias,status,answer",
+    [
+        # vLLM 0.33 SamplingParams.from_optional: keys through int(), values clamped to [-100, 100]
+        ({"5": 1000, " 6": -1000, "+7": 3}, 200, {"5": 100.0, "6": -100.0, "7": 3.0}),
+        ({"10000000": 1}, 200, {"10000000": 1.0}),  # the vocabulary bound is the engine's check
+        ({"abc": 1, "5": 1}, 400, f"{BAD_BIAS_KEYS}['abc']"),
+        ({"1.5": 1}, 400, f"{BAD_BIAS_KEYS}['1.5']"),
+    ],
+)
+def test_logit_bias_keys_and_values_as_vllm(serve, bias, status, answer):
+    """``logit_bias`` as vLLM 0.33's render sends it (measured against ``vllm launch render``)."""
+    r = chat(serve(), messages=USER, logit_bias=bias)
+    if status == 200:
+        assert r.status_code == 200, r.text
+        assert r.json()["sampling_params"]["logit_bias"] == answer
+    else:
+        error = error_of(r)
+        assert (error["message"], error["param"], error["type"]) == (answer, "logit_bias", "BadRequestError")
+
+
+@pytest.mark.parametrize(
+    "response_format,param,needle",
+    [
+        ({"type": "json_schema", "json_schema": {"name": "x", "schema": "no object"}},
+         "body.response_format.json_schema.schema", "valid dictionary"),
+        ({"type": "json_schema", "json_schema": {"name": "x", "schema": [1]}},
+         "body.response_format.json_schema.schema", "valid dictionary"),
+        ({"type": "json_schema", "json_schema": {"schema": {"type": "object"}}},
+         "body.response_format.json_schema.name", "Field required"),
+        ({"type": "bogus"}, "body.response_format.type", "'text', 'json_object' or 'json_schema'"),
+        ({"type": "json_schema", "json_schema": {"name": "x"}}, None,
+         "You must use one kind of structured outputs constraint but none are specified"),
+        ({"type": "json_schema"}, "response_format", "the 'json_schema' field must be provided"),
+        ({"type": "structural_tag"}, "response_format",
+         "Invalid response_format structural_tag specification."),
+    ],
+)
+def test_malformed_response_format_is_vllms_400(serve, response_format, param, needle):
+    """Each ``response_format`` vLLM 0.33 refuses (its ``ResponseFormat`` pydantic model, the
+    structured-outputs constraint check, the structural-tag shape) is a 400 naming the same
+    ``param``; the chat derender's ``chat_request`` is checked the same way, as vLLM validates it."""
+    client = serve()
+    error = error_of(chat(client, messages=USER, response_format=response_format))
+    assert error["param"] == param and needle in error["message"], error
+    if param is not None and param.startswith("body."):
+        derender = client.post("/v1/chat/completions/derender", json={
+            "chat_request": {"messages": USER, "response_format": response_format},
+            "generate_response": {"request_id": "r", "choices": [{"index": 0, "token_ids": [9707]}]}})
+        assert error_of(derender)["param"] == param.replace("body.", "body.chat_request.")
+
+
+@pytest.mark.parametrize(
+    "extra,param",
+    [
+        ({"thinking_token_budget": True}, "thinking_token_budget"),
+        ({"thinking_token_budget": -5}, "thinking_token_budget"),
+        ({"mm_processor_kwargs": "x"}, "mm_processor_kwargs"),
+        ({"messages": [{"role": "user", "content": "hi", "name": 5}]}, "messages.0.name"),
+        ({"messages": [{"role": "system", "content": "x", "name": None}, *USER]}, "messages.0.name"),
+        ({"messages": [*USER, {"role": "tool", "content": "x", "tool_call_id": 5}]},
+         "messages.1.tool_call_id"),
+    ],
+)
+def test_fields_vllm_refuses_are_400s(serve, extra, param):
+    """Values vLLM 0.33's render refuses (measured) that were accepted here: a boolean or
+    below -1 ``thinking_token_budget`` (its ``validate_thinking_token_budget``), an
+    ``mm_processor_kwargs`` that is no object, a message ``name`` that is no string, a
+    ``tool_call_id`` that is no string (its message types)."""
+    error = error_of(chat(serve(), **{"messages": USER, **extra}))
+    assert error["param"] == param, error
+
+
+def test_unlimited_thinking_token_budget_is_sent_unset(serve):
+    """``thinking_token_budget: -1`` means unlimited and is left out of ``sampling_params``, as
+    vLLM 0.33 sends it; a budget of 0 or more is sent as given."""
+    client = serve()
+    assert "thinking_token_budget" not in chat(client, messages=USER, thinking_token_budget=-1).json()[
+        "sampling_params"]
+    assert chat(client, messages=USER, thinking_token_budget=0).json()["sampling_params"][
+        "thinking_token_budget"] == 0
+
+
+def _call(**over):
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    fn = over.pop("function", None)
+    if fn is not None:
+        call["function"] = {**call["function"], **fn}
+    return {**call, **over}
+
+
+@pytest.mark.parametrize(
+    "extra,param",
+    [
+        ({"structured_outputs": {}}, None),
+        ({"structured_outputs": {"disable_any_whitespace": True}}, None),
+        ({"truncate_prompt_tokens": 0}, None),
+        ({"logprob_token_ids": [5]}, "logprob_token_ids"),
+        ({"user": True}, "body.user"),
+        ({"length_penalty": {}}, "body.length_penalty"),
+        ({"return_tokens_as_token_ids": 1.5}, "body.return_tokens_as_token_ids"),
+        ({"add_special_tokens": "x"}, "body.add_special_tokens"),
+        ({"messages": [*USER, {"role": "assistant", "content": None, "tool_calls": [_call(id=1)]}]},
+         "messages.1.tool_calls.0.id"),
+        ({"messages": [*USER, {"role": "assistant", "tool_calls": [{"type": "function", "function": {
+            "name": "f", "arguments": "{}"}}]}]}, "messages.1.tool_calls.0.id"),
+        ({"messages": [*USER, {"role": "assistant",
+                               "tool_calls": [_call(function={"arguments": {"a": 1}})]}]},
+         "messages.1.tool_calls.0.function.arguments"),
+    ],
+)
+def test_more_requests_vllm_refuses_are_400s(serve, extra, param):
+    """Found by fuzzing mutated real requests against ``vllm launch render`` 0.33, each a 400
+    there: a ``structured_outputs`` with no constraint, ``truncate_prompt_tokens: 0`` (nothing
+    left), ``logprob_token_ids`` without ``logprobs``, wrongly typed ``user`` /
+    ``length_penalty`` / ``return_tokens_as_token_ids`` / ``add_special_tokens``, a history tool
+    call without a string ``id`` or with non-string ``arguments``."""
+    error = error_of(chat(serve(), **{"messages": USER, **extra}))
+    assert error["param"] == param, error
+
+
+def test_logprob_token_ids_reach_the_engine(serve):
+    """``logprob_token_ids`` is sent in ``sampling_params`` and replaces the top-k ``logprobs``
+    (vLLM 0.33 ``to_sampling_params``), chat and completions; a non-assistant message's
+    ``tool_calls`` is ignored, as vLLM reads tool calls of assistant messages only."""
+    client = serve()
+    sp = chat(client, messages=USER, logprobs=True, top_logprobs=3, logprob_token_ids=[5, 1]).json()[
+        "sampling_params"]
+    assert sp["logprob_token_ids"] == [5, 1] and "logprobs" not in sp
+    sp = client.post("/v1/completions/render", json={"prompt": "hi", "logprobs": 2,
+                                                      "logprob_token_ids": [5]}).json()[0]["sampling_params"]
+    assert sp["logprob_token_ids"] == [5] and "logprobs" not in sp
+    error = error_of(client.post("/v1/completions/render",
+                                 json={"prompt": "hi", "logprob_token_ids": [5]}))
+    assert error["message"] == "when using `logprob_token_ids`, `logprobs` must be set."
+    stray = chat(client, messages=[{"role": "user", "content": "hi",
+                                    "tool_calls": [{"function": {"name": 5}}]}])
+    assert stray.status_code == 200
+    assert stray.json()["token_ids"] == chat(client, messages=USER).json()["token_ids"]

@@ -101,3 +101,25 @@ def test_env_sets_any_flag_and_command_line_wins(monkeypatch):
     assert s.max_n == 7 and s.allow_unsigned_stream_state is True
     s = _settings(["--max-n", "9"], monkeypatch, {"RENDER_SERVICE_MAX_N": "7"})
     assert s.max_n == 9
+
+
+def test_x_api_key_opens_the_anthropic_paths_only(serve):
+    """``x-api-key: <key>`` (the header Anthropic's API and the ``anthropic`` SDK use) opens
+    ``/v1/messages*`` (the render lane leaves such a request to the full app, whose middleware
+    reads the header; a later stream chunk too); elsewhere only
+    ``Authorization: Bearer`` does, as vLLM 0.33 (which reads no other header anywhere)."""
+    client = serve(api_keys=KEYS)
+    body = {"model": "Qwen/Qwen3-0.6B", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    assert client.post("/v1/messages/render", json=body, headers={"x-api-key": KEYS[1]}).status_code == 200
+    assert client.post("/v1/messages/render", json=body, headers={"x-api-key": "nope"}).status_code == 401
+    chunk = {"request_id": "r", "choices": [{"index": 0, "token_ids": [9707]}]}
+    first = client.post("/v1/messages/derender", headers={"x-api-key": KEYS[0]}, json={
+        "stream": True, "messages_request": body, "generate_chunk": chunk})
+    assert first.status_code == 200, first.text
+    later = client.post("/v1/messages/derender", headers={"x-api-key": KEYS[0]}, json={
+        "stream": True, "stream_state": first.json()["stream_state"], "generate_chunk": chunk})
+    assert later.status_code == 200, later.text
+    chat = {"messages": body["messages"]}
+    refused = client.post("/v1/chat/completions/render", json=chat, headers={"x-api-key": KEYS[0]})
+    assert refused.status_code == 401
+    assert client.get("/v1/models", headers={"x-api-key": KEYS[0]}).status_code == 401

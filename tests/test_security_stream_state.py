@@ -128,6 +128,19 @@ def test_unsigned_states_only_when_allowed(serve):
     _assert_rejected(_next(serve(stream_state_keys=(OLD,)), unsigned))
 
 
+def test_a_cut_state_says_it_is_incomplete_not_unsigned(serve):
+    """A signed state cut anywhere (its signature lost with the cut, or cut inside it) is a 400
+    saying the state is incomplete; only a whole unsigned body reads as "unsigned"."""
+    client = serve(stream_state_keys=(OLD,))
+    state = _first_state(client)
+    head_body = state.rsplit(".", 1)[0]
+    for cut in (4, 10, 50, 100, len(head_body) - 1, len(state) - 5, len(state) - 1):
+        error = _next(client, state[:cut]).json()["error"]
+        assert error["param"] == "stream_state" and "incomplete" in error["message"], (cut, error)
+    error = _next(client, _first_state(serve(allow_unsigned_stream_state=True))).json()["error"]
+    assert "unsigned, but this server requires signed states" in error["message"]
+
+
 # --- deeper tampering: bit flips, re-signing, other configurations, forged bodies -------------
 
 PARSERS = {"reasoning_parser": "qwen3", "tool_call_parser": "hermes", "enable_auto_tool_choice": True}

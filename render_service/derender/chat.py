@@ -48,7 +48,7 @@ from .flow import (
     chat_lp_limit,
     check_choice,
     check_count,
-    check_len,
+    check_prompt_ids,
     initial_state,
     is_stream,
     metrics_block,
@@ -153,7 +153,7 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
     if pipe.parser is not None and chat is None:
         raise InvalidRequest(PARSER_NEEDS_REQUEST, param="chat_request")
     prompt_ids = req.prompt_token_ids if req.prompt_token_ids is not None else gen.prompt_token_ids
-    check_len(bundle, settings, "prompt_token_ids", prompt_ids)
+    check_prompt_ids(bundle, settings, prompt_ids)
     for choice in gen.choices:
         check_choice(bundle, settings, choice, batch=True)
     start = initial_state(

@@ -26,7 +26,7 @@ from .flow import (
     LiveStream,
     check_choice,
     check_count,
-    check_len,
+    check_prompt_ids,
     initial_state,
     is_stream,
     metrics_block,
@@ -87,7 +87,7 @@ def completion_batch(
     for i, gen in enumerate(req.generate_responses):
         given = req.prompt_token_ids[i] if req.prompt_token_ids else None
         prompt_ids = given if given is not None else gen.prompt_token_ids
-        check_len(bundle, settings, "prompt_token_ids", prompt_ids)
+        check_prompt_ids(bundle, settings, prompt_ids)
         start = initial_state(
             pipe,
             settings,
@@ -173,7 +173,7 @@ def open_completion_stream(
     opts = CompletionRequestFields.model_validate(completion_request)
     name = check_model(bundle, opts.model)
     pipe = _plain(pipeline_for(bundle, settings))
-    check_len(bundle, settings, "prompt_token_ids", prompt_token_ids)
+    check_prompt_ids(bundle, settings, prompt_token_ids)
     start = initial_state(pipe, settings, rid=rid, model=name, opts=opts, prompt_ids=prompt_token_ids,
                           lp_limit=_completion_lp_limit(opts))
     return LiveStream(bundle, settings, pipe, start, "text_completion", _stream_choice, {})

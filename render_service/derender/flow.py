@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidRequest, InvalidStreamState, RenderServiceError
-from ..models import ModelBundle, check_model
+from ..models import ModelBundle, check_model, token_id_limit
 from ..parsing import drops_special_text
 from ..protocol.common import asks_structured_output
 from ..protocol.derender import (
@@ -48,12 +48,35 @@ def check_len(bundle: ModelBundle, settings: Settings, what: str, items: Sequenc
         )
 
 
+def check_ids(bundle: ModelBundle, what: str, ids: Sequence[int] | None, param: str) -> None:
+    """Refuse an id at or above :func:`render_service.models.token_id_limit` (the wire models
+    already refuse negative ones): no engine of this model can have produced it, and decoding
+    would drop it silently (vLLM 0.33's derender does; its ``/detokenize`` too, while its
+    renders refuse such a prompt id).
+
+    Raises:
+        InvalidRequest: ``Token id N is out of vocabulary`` (``param`` names the field).
+    """
+    if ids:
+        top = max(ids)
+        limit = token_id_limit(bundle)
+        if top >= limit:
+            raise InvalidRequest(f"Token id {top} is out of vocabulary (size {limit}) in {what}", param=param)
+
+
+def check_prompt_ids(bundle: ModelBundle, settings: Settings, ids: Sequence[int] | None) -> None:
+    """``prompt_token_ids`` no longer than ``max_model_len`` and inside the vocabulary."""
+    check_len(bundle, settings, "prompt_token_ids", ids)
+    check_ids(bundle, "prompt_token_ids", ids, "prompt_token_ids")
+
+
 def check_choice(bundle: ModelBundle, settings: Settings, choice: GenerateChoice, batch: bool) -> None:
     if batch and not choice.token_ids:
         raise InvalidRequest(f"choice {choice.index} has empty or null token_ids")
     limit = bundle.max_model_len
     if choice.token_ids is not None and len(choice.token_ids) > limit:  # message built on failure only
         check_len(bundle, settings, f"choice {choice.index} token_ids", choice.token_ids)
+    check_ids(bundle, f"choice {choice.index} token_ids", choice.token_ids, "token_ids")
     content = choice.logprobs.content if choice.logprobs else None
     if content is not None and len(content) > limit:
         check_len(bundle, settings, f"choice {choice.index} logprobs.content", content)
@@ -281,7 +304,7 @@ def _open_state(
     prompt_ids = (
         req.prompt_token_ids if req.prompt_token_ids is not None else req.generate_chunk.prompt_token_ids
     )
-    check_len(bundle, settings, "prompt_token_ids", prompt_ids)
+    check_prompt_ids(bundle, settings, prompt_ids)
     return initial_state(
         pipe,
         settings,
@@ -468,7 +491,7 @@ def open_live(
     """
     name = check_model(bundle, model)
     pipe = pipeline_for(bundle, settings)
-    check_len(bundle, settings, "prompt_token_ids", prompt_token_ids)
+    check_prompt_ids(bundle, settings, prompt_token_ids)
     start = initial_state(pipe, settings, rid=rid, model=name, opts=opts, prompt_ids=prompt_token_ids,
                           lp_limit=lp_limit, prompt_tokens=prompt_tokens)
     return LiveStream(bundle, settings, pipe, start, object_name, shape, extra)

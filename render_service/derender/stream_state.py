@@ -39,6 +39,7 @@ VERSION = "1"
 #: Largest accepted encoded state and decompressed body, in bytes.
 MAX_STATE_BYTES = 4 << 20
 _SIG_BYTES = 16
+_SIG_CHARS = 22  # unpadded base64url of the 16 signature bytes
 #: Bodies up to this many bytes are sent uncompressed (``j``): zlib's set-up per call (about
 #: 20 µs to compress, 6 µs to inflate) costs more than the few hundred bytes it saves on a
 #: typical state (the parser's and detokenizer's small dicts); larger ones (an open tool call's
@@ -135,9 +136,29 @@ def _check_signature(message: str, signature: str | None, keys: Sequence[str]) -
     if not keys:
         return
     if signature is None:
+        if not _whole_body(message):
+            raise InvalidStreamState(_CUT)
         raise InvalidStreamState("invalid stream_state: unsigned, but this server requires signed states")
+    if len(signature) != _SIG_CHARS:
+        raise InvalidStreamState(_CUT)
     if not any(hmac.compare_digest(_sign(k, message), signature) for k in keys):
         raise InvalidStreamState("invalid stream_state: signature does not match (tampered or foreign key)")
+
+
+_CUT = (
+    "invalid stream_state: incomplete (cut short or changed: send back exactly the string the "
+    "previous call returned)"
+)
+
+
+def _whole_body(message: str) -> bool:
+    """Whether an unsigned ``HEAD.BODY`` holds a whole state body (a JSON object): a signed state
+    cut anywhere before its signature loses the signature too, and must not read as "unsigned"."""
+    head, _, payload = message.partition(".")
+    try:
+        return isinstance(orjson.loads(_body(head[1], payload)), dict)
+    except (InvalidStreamState, orjson.JSONDecodeError):
+        return False
 
 
 def _body(flag: str, payload: str) -> bytes:
@@ -185,8 +206,12 @@ def decode_state(text: object, fingerprint: str, keys: Sequence[str] = ()) -> St
             raise _other_configuration() from None
         raise
     try:
-        state = StreamState.model_validate(orjson.loads(_body(head[1], payload)), strict=True)
-    except (orjson.JSONDecodeError, ValidationError, TypeError) as exc:
+        fields = orjson.loads(_body(head[1], payload))
+    except orjson.JSONDecodeError:
+        raise InvalidStreamState(_CUT) from None  # an unsigned state cut short
+    try:
+        state = StreamState.model_validate(fields, strict=True)
+    except (ValidationError, TypeError) as exc:
         raise InvalidStreamState(f"invalid stream_state: {type(exc).__name__}") from None
     if state.cfg != fingerprint[:FINGERPRINT_CHARS]:
         raise _other_configuration()

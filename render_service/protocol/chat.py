@@ -24,6 +24,7 @@ class ChatCompletionRequest(SamplingRequestFields):
     include_reasoning: bool = True
     add_generation_prompt: bool = True
     continue_final_message: bool = False
+    add_special_tokens: bool = False
     echo: bool = False
     documents: list[dict[str, Any]] | None = None
     chat_template: str | None = None

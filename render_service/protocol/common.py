@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,47 @@ class StreamOptions(OpenAIBaseModel):
     continuous_usage_stats: bool = False
 
 
+class JsonSchemaResponseFormat(OpenAIBaseModel):
+    """``response_format.json_schema`` (vLLM 0.33 ``JsonSchemaResponseFormat``: ``name`` required,
+    ``schema`` an object or absent)."""
+
+    name: str
+    description: str | None = None
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(OpenAIBaseModel):
+    """``response_format`` of type ``text`` / ``json_object`` / ``json_schema`` (vLLM 0.33
+    ``ResponseFormat``). ``structural_tag`` formats are checked by the render
+    (:func:`render_service.render.sampling.structured_outputs`), as vLLM checks them before
+    field validation."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaResponseFormat | None = None
+
+
+_RESPONSE_FORMAT = TypeAdapter(ResponseFormat)
+
+
+def check_response_format(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Validate a ``response_format`` object against vLLM 0.33's shape, returning it unchanged
+    (the render reads the plain dict). A ``structural_tag`` one is left to the render.
+
+    Raises:
+        pydantic.ValidationError: wrong ``type``, ``json_schema`` not an object, no ``name``,
+            ``schema`` not an object (vLLM answers each with a 400 ``Bad Request`` naming the
+            same field).
+    """
+    if value is not None and value.get("type") != "structural_tag":
+        _RESPONSE_FORMAT.validate_python(value)
+    return value
+
+
+#: A ``response_format`` field: the plain dict, checked by :func:`check_response_format`.
+ResponseFormatField = Annotated[dict[str, Any] | None, AfterValidator(check_response_format)]
+
+
 class SamplingRequestFields(OpenAIBaseModel):
     """Sampling fields shared by chat and completions requests (OpenAI + vLLM extras)."""
 
@@ -49,6 +90,7 @@ class SamplingRequestFields(OpenAIBaseModel):
     min_tokens: int = Field(default=0, ge=0)
     max_tokens: int | None = Field(default=None, ge=1)
     prompt_logprobs: int | None = None
+    logprob_token_ids: list[int] | None = None
     logit_bias: dict[str, float] | None = None
     allowed_token_ids: list[int] | None = None
     bad_words: list[str] | None = None
@@ -56,7 +98,7 @@ class SamplingRequestFields(OpenAIBaseModel):
     spaces_between_special_tokens: bool = True
     include_stop_str_in_output: bool = False
     structured_outputs: dict[str, Any] | None = None
-    response_format: dict[str, Any] | None = None
+    response_format: ResponseFormatField = None
     vllm_xargs: dict[str, Any] | None = None
     thinking_token_budget: int | None = None
     stream_interval: int | None = Field(default=None, ge=1)
@@ -70,6 +112,14 @@ class SamplingRequestFields(OpenAIBaseModel):
     ec_transfer_params: dict[str, Any] | None = None
     truncate_prompt_tokens: int | None = Field(default=None, ge=-1)
     truncation_side: Literal["left", "right"] | None = None
+    # typed as vLLM 0.33 types them (a wrong type is its 400), otherwise unused here
+    user: str | None = None
+    length_penalty: float | None = None
+    return_tokens_as_token_ids: bool | None = None
+
+
+#: The constraint fields of vLLM 0.33's ``StructuredOutputsParams`` (exactly one must be set).
+CONSTRAINTS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
 
 
 def asks_structured_output(response_format: Any, structured_outputs: Any) -> bool:
@@ -79,5 +129,4 @@ def asks_structured_output(response_format: Any, structured_outputs: Any) -> boo
     ``structural_tag``). Feeds ``parsers.types.ParseContext.structured_output``."""
     if isinstance(response_format, dict) and response_format.get("type") not in (None, "text"):
         return True
-    keys = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
-    return isinstance(structured_outputs, dict) and any(structured_outputs.get(k) for k in keys)
+    return isinstance(structured_outputs, dict) and any(structured_outputs.get(k) for k in CONSTRAINTS)

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
+from .common import ResponseFormatField
+
 
 class WireModel(BaseModel):
     """Request-side base: unknown keys are accepted and ignored."""
@@ -157,7 +159,7 @@ class ChatRequestFields(OutputOptions):
     reasoning_effort: str | None = None
     logprobs: bool | None = False
     top_logprobs: int | None = None
-    response_format: dict[str, Any] | None = None
+    response_format: ResponseFormatField = None  # checked as vLLM checks the whole chat request
     structured_outputs: dict[str, Any] | None = None
 
 

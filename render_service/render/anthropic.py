@@ -50,6 +50,7 @@ from ..models import ModelBundle
 from ..protocol.anthropic import AnthropicContentBlock, AnthropicMessagesRequest
 from ..settings import Settings
 from .chat import render_chat
+from .request import Origins, in_request_terms
 
 BILLING_HEADER = "x-anthropic-billing-header"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -147,30 +148,36 @@ def _system_text(content: str | list[AnthropicContentBlock]) -> str | None:
 
 def _tool_result_content(
     block: AnthropicContentBlock, where: str
-) -> tuple[str, list[dict[str, Any]]]:
-    """A ``tool_result``'s text (its text items joined by newlines) and its images as chat parts."""
+) -> tuple[str, list[dict[str, Any]], list[str]]:
+    """A ``tool_result``'s text (its text items joined by newlines), its images as chat parts and
+    where each image is in the request."""
     content = block.content
     if isinstance(content, str):
-        return content, []
+        return content, [], []
     texts: list[str] = []
     images: list[dict[str, Any]] = []
+    at: list[str] = []
     for j, item in enumerate(content or ()):
         if not isinstance(item, dict):
             continue
         if item.get("type") == "text":
             texts.append(str(item.get("text", "")))
         elif item.get("type") == "image":
-            images.append(_image_part(item, f"{where}.content.{j}"))
-    return "\n".join(texts), images
+            at.append(f"{where}.content.{j}")
+            images.append(_image_part(item, at[-1]))
+    return "\n".join(texts), images, at
 
 
 def _convert_blocks(
-    blocks: list[AnthropicContentBlock], role: str, out: list[dict[str, Any]], where: str
+    blocks: list[AnthropicContentBlock], role: str, out: list[dict[str, Any]], where: str,
+    origins: Origins,
 ) -> dict[str, Any] | None:
     """One Anthropic message's blocks → its chat message (``None``: nothing left for a user);
-    ``tool`` messages for a user's tool results are appended to ``out`` first."""
+    ``tool`` messages for a user's tool results are appended to ``out`` first. ``origins`` gets,
+    for each image part, its chat path → the block's path and type (see :data:`Origins`)."""
     message: dict[str, Any] = {"role": role}
     parts: list[dict[str, Any]] = []
+    images: dict[int, str] = {}  # part index -> the image block's path
     calls: list[dict[str, Any]] = []
     reasoning: list[str] = []
     for j, block in enumerate(blocks):
@@ -178,6 +185,7 @@ def _convert_blocks(
         if block.type == "text" and block.text:
             parts.append({"type": "text", "text": block.text})
         elif block.type == "image":
+            images[len(parts)] = at
             parts.append(_image_part(block, at))
         elif block.type == "thinking" and block.thinking is not None:
             reasoning.append(block.thinking)
@@ -190,11 +198,13 @@ def _convert_blocks(
                 }
             )
         elif block.type == "tool_result":
-            text, images = _tool_result_content(block, at)
+            text, result_images, result_at = _tool_result_content(block, at)
             if role == "user":
                 out.append({"role": "tool", "tool_call_id": block.tool_use_id or "", "content": text})
-                if images:
-                    out.append({"role": "user", "content": images})
+                if result_images:
+                    for k, path in enumerate(result_at):
+                        origins[f"messages.{len(out)}.content.{k}"] = (path, "image")
+                    out.append({"role": "user", "content": result_images})
             else:
                 shown = str(block.content) if block.content else ""
                 parts.append({"type": "text", "text": f"Tool result: {shown}"})
@@ -209,14 +219,19 @@ def _convert_blocks(
         message["content"] = parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
     if role == "user" and "content" not in message:
         return None
+    for k, path in images.items():  # the message goes to index len(out)
+        origins[f"messages.{len(out)}.content.{k}"] = (path, "image")
     return message
 
 
 def to_chat_request(
-    req: AnthropicMessagesRequest, *, merge_system: bool, disabled_effort: str
+    req: AnthropicMessagesRequest, *, merge_system: bool, disabled_effort: str,
+    origins: Origins | None = None,
 ) -> dict[str, Any]:
     """The OpenAI chat request body vLLM 0.33 builds from an Anthropic request (see the module
-    docstring). Pure: the template probes are passed in."""
+    docstring). Pure: the template probes are passed in; ``origins``, when given, is filled with
+    where each chat message and image part came from (:func:`.request.in_request_terms`)."""
+    origins = {} if origins is None else origins
     messages: list[dict[str, Any]] = []
     system: list[str] = []
     if req.system:
@@ -233,12 +248,15 @@ def to_chat_request(
             if text:
                 messages.append({"role": "system", "content": text})
             continue
+        first = len(messages)
         if isinstance(msg.content, str):
             messages.append({"role": msg.role, "content": msg.content})
-            continue
-        converted = _convert_blocks(msg.content, msg.role, messages, f"messages.{i}")
-        if converted is not None:
-            messages.append(converted)
+        else:
+            converted = _convert_blocks(msg.content, msg.role, messages, f"messages.{i}", origins)
+            if converted is not None:
+                messages.append(converted)
+        for k in range(first, len(messages)):
+            origins.setdefault(f"messages.{k}", (f"messages.{i}", None))
 
     chat: dict[str, Any] = {
         "model": req.model,
@@ -293,5 +311,8 @@ def render_messages(bundle: ModelBundle, settings: Settings, body: Any) -> dict[
         if req.thinking is not None and req.thinking.type == "disabled"
         else "none"
     )
-    chat = to_chat_request(req, merge_system=merge_inline_system(bundle), disabled_effort=effort)
-    return render_chat(bundle, settings, chat)
+    origins: Origins = {}
+    chat = to_chat_request(req, merge_system=merge_inline_system(bundle), disabled_effort=effort,
+                           origins=origins)
+    with in_request_terms(origins):
+        return render_chat(bundle, settings, chat)

@@ -37,7 +37,13 @@ def _check_chat(req: ChatCompletionRequest, body: dict[str, Any], settings: Sett
         raise InvalidRequest(
             "when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs"
         )
+    if req.logprob_token_ids and not req.logprobs:
+        raise InvalidRequest(
+            "when using `logprob_token_ids`, `logprobs` must be set to true.", param="logprob_token_ids"
+        )
     top_logprobs = (req.top_logprobs if req.top_logprobs is not None else 0) if req.logprobs else None
+    if req.logprob_token_ids:  # vLLM 0.33: the listed ids' logprobs instead of a top-k
+        top_logprobs = None
     check_logprobs(top_logprobs, settings, "top_logprobs")
     check_logprobs(req.prompt_logprobs, settings, "prompt_logprobs")
     return top_logprobs

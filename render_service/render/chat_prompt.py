@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import chat_template
 from ..errors import InvalidRequest
-from ..models import ModelBundle
+from ..models import ModelBundle, token_id_limit
 from ..parsing import parser_for
 from ..protocol.chat import ChatCompletionRequest
 from ..settings import Settings
@@ -59,16 +59,18 @@ class ChatPrompt:
 
 
 def check_ids(bundle: ModelBundle, ids: Any, param: str) -> list[int]:
-    """``ids`` as a list after checking each is an int in ``[0, vocab_size)``.
+    """``ids`` as a list after checking each is an int in ``[0, token_id_limit)``
+    (:func:`render_service.models.token_id_limit`, vLLM 0.33's bound).
 
     Raises:
         InvalidRequest: not a list, or an id outside the vocabulary (``param`` names the field).
     """
     if not isinstance(ids, list):
         raise InvalidRequest("token ids must be a list of integers", param=param)
+    limit = token_id_limit(bundle)
     for tid in ids:
-        if not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < bundle.vocab_size:
-            raise InvalidRequest(_bad_id_message(tid, bundle.vocab_size), param=param)
+        if not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < limit:
+            raise InvalidRequest(_bad_id_message(tid, limit), param=param)
     return list(ids)
 
 
@@ -225,7 +227,7 @@ def chat_prompt(
         )
         extra = req.model_extra or {}
         # add_special_tokens: the tokenizer's BOS on top of the template's, as vLLM
-        special = extra.get("add_special_tokens") is True
+        special = req.add_special_tokens
         if extra.get("return_token_offsets") is True:
             ids, offsets = tokenization.encode_prompt_with_offsets(bundle, text, add_special_tokens=special)
         elif special:
@@ -244,6 +246,8 @@ def chat_prompt(
             ids, req.truncate_prompt_tokens, req.truncation_side, bundle.max_model_len
         )
         offsets = None
+        if not ids:  # ``truncate_prompt_tokens: 0`` (vLLM 0.33: the same 400)
+            raise InvalidRequest("No token_ids rendered")
     return ChatPrompt(ids, kwargs, conv.tool_call_count, offsets, result, places)
 
 

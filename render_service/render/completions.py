@@ -77,6 +77,10 @@ def render_completion(bundle: ModelBundle, settings: Settings, body: Any) -> lis
         raise InvalidRequest("suffix is not supported for this model", param="suffix")
     check_logprobs(req.logprobs, settings, "logprobs")
     check_logprobs(req.prompt_logprobs, settings, "prompt_logprobs")
+    if req.logprob_token_ids and req.logprobs is None:  # vLLM 0.33 ``CompletionRequest`` wording
+        raise InvalidRequest(
+            "when using `logprob_token_ids`, `logprobs` must be set.", param="logprob_token_ids"
+        )
     prompts = _completion_prompts(bundle, req)
     base = f"cmpl-{base_id(body)}"
     out = []
@@ -92,7 +96,7 @@ def render_completion(bundle: ModelBundle, settings: Settings, body: Any) -> lis
         sp = sampling.build(
             prompt_logprobs_req,
             max_tokens=max_tokens,
-            logprobs=req.logprobs,
+            logprobs=None if req.logprob_token_ids else req.logprobs,
             bundle=bundle,
             settings=settings,
         )

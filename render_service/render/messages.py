@@ -174,6 +174,7 @@ def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             raise InvalidRequest("each tool call needs function.name", param=f"{where}.{j}.function")
         check_tool_call_type(call, f"{where}.{j}")
+        _check_call_strings(call, fn, f"{where}.{j}")
         args = _parse_arguments(fn.get("arguments"), f"{where}.{j}.function.arguments")
         text = (
             fn.get("arguments")
@@ -192,6 +193,21 @@ def _openai_order(call: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:
     function = {"arguments": fn["arguments"], "name": fn["name"], **fn}
     ordered = {k: call[k] for k in ("id",) if k in call}
     return {**ordered, "function": function, **{k: v for k, v in call.items() if k not in ("id", "function")}}
+
+
+def _check_call_strings(call: dict[str, Any], fn: dict[str, Any], where: str) -> None:
+    """A history tool call's ``id`` and ``function.arguments`` are strings, as vLLM 0.33's
+    ``ChatCompletionMessageFunctionToolCallParam`` requires (measured: a missing or integer
+    ``id``, object or null ``arguments`` are its 400).
+
+    Raises:
+        InvalidRequest: naming the field.
+    """
+    if not isinstance(call.get("id"), str):
+        raise InvalidRequest("a tool call's `id` must be a string", param=f"{where}.id")
+    if not isinstance(fn.get("arguments"), str):
+        raise InvalidRequest("a tool call's `function.arguments` must be a JSON string",
+                             param=f"{where}.function.arguments")
 
 
 def check_tool_call_type(call: dict[str, Any], where: str) -> None:
@@ -349,15 +365,34 @@ def _normalize_message(
             f"Unknown role {role!r}: a message's role must be one of {', '.join(sorted(ROLES))}",
             param=f"{where}.role",
         )
+    _check_names(message, role, where)
     out = dict(message)
     out["content"] = _content(message, role, content_format, f"{where}.content", media)
     raw_calls = None
-    if "tool_calls" in out:
+    if role != "assistant":  # vLLM 0.33 reads (and checks) tool calls of assistant messages only
+        out.pop("tool_calls", None)
+    elif "tool_calls" in out:
         if not out["tool_calls"]:
             del out["tool_calls"]
         else:
             out["tool_calls"], raw_calls = _tool_calls(out["tool_calls"], f"{where}.tool_calls")
     return out, raw_calls
+
+
+def _check_names(message: dict[str, Any], role: str, where: str) -> None:
+    """A message's ``name`` is a string when present (a ``tool`` message's is not read) and a
+    ``tool`` message's ``tool_call_id`` a string or null, as vLLM 0.33's message types (OpenAI's
+    ``*MessageParam`` and its ``CustomChatCompletionMessageParam``) require: anything else is
+    its 400 (measured against ``vllm launch render``).
+
+    Raises:
+        InvalidRequest: naming the field.
+    """
+    if role != "tool" and "name" in message and not isinstance(message["name"], str):
+        raise InvalidRequest("a message's `name` must be a string", param=f"{where}.name")
+    call_id = message.get("tool_call_id")
+    if role == "tool" and call_id is not None and not isinstance(call_id, str):
+        raise InvalidRequest("a message's `tool_call_id` must be a string", param=f"{where}.tool_call_id")
 
 
 def validate_tools(tools: Any) -> list[dict[str, Any]] | None:

@@ -6,7 +6,10 @@ bounds) and its ``GenerateRequest`` (upstream-render-api.md §5).
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import InvalidRequest
@@ -22,15 +25,29 @@ def base_id(body: dict[str, Any]) -> str:
 
 
 def check_common(req: SamplingRequestFields, body: dict[str, Any]) -> None:
-    """Checks every render makes (upstream wording).
+    """Checks every render makes (upstream wording); a ``thinking_token_budget`` of -1
+    (unlimited) is cleared from ``req``, as vLLM 0.33 sends it unset.
 
     Raises:
-        InvalidRequest: ``use_beam_search``; ``stream_options`` without ``stream``.
+        InvalidRequest: ``use_beam_search``; ``stream_options`` without ``stream``; a
+            ``thinking_token_budget`` that is no integer (a boolean, a float) or below -1; an
+            ``mm_processor_kwargs`` that is no object.
     """
     if req.use_beam_search:
         raise InvalidRequest("Beam search is not supported by the render endpoint", param="use_beam_search")
     if body.get("stream_options") and not req.stream:
         raise InvalidRequest("Stream options can only be defined when `stream=True`.", param="stream_options")
+    budget = body.get("thinking_token_budget")
+    if budget is not None and (type(budget) is not int or budget < -1):
+        raise InvalidRequest(
+            "`thinking_token_budget` must be a non-negative integer or -1 for unlimited.",
+            param="thinking_token_budget",
+        )
+    if budget == -1:  # vLLM ``validate_thinking_token_budget``: unlimited, sent as unset
+        req.thinking_token_budget = None
+    kwargs = body.get("mm_processor_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):  # vLLM's field is ``dict | None``
+        raise InvalidRequest("`mm_processor_kwargs` must be an object", param="mm_processor_kwargs")
 
 
 def check_logprobs(k: int | None, settings: Settings, param: str) -> None:
@@ -177,3 +194,41 @@ def _model_generate_request(req: SamplingRequestFields, request_id: str, token_i
     if tools is not None:
         out["parse_context"]["tools"] = tools
     return out
+
+
+#: Where the parts of a converted request (Messages, Responses → chat) came from: a chat path
+#: (``messages.3`` or ``messages.3.content.1``) → the path in the client's request
+#: (``messages.2.content.0``, ``input.4``, ``instructions``) and, for a content part whose type
+#: the conversion changed, the type the client sent (an Anthropic ``image`` became ``image_url``).
+Origins = dict[str, tuple[str, str | None]]
+
+_CHAT_PATH = re.compile(r"messages\.\d+(?:\.content\.\d+)?")
+#: Chat fields of a converted image part → the Anthropic block's own (``source`` holds the URL).
+_PART_FIELDS = {".image_url": ".source"}
+
+
+@contextmanager
+def in_request_terms(origins: Origins) -> Iterator[None]:
+    """Re-word an :class:`InvalidRequest` raised inside (by the chat render of a converted
+    request) in the terms of the request the client sent: its ``param`` path (the chat path's
+    longest known prefix replaced by its origin) and, where the conversion changed a content
+    part's type, that type in the message (``'image_url'`` → ``'image'``). Errors with no known
+    chat path pass unchanged."""
+    try:
+        yield
+    except InvalidRequest as exc:
+        param = exc.param or ""
+        match = _CHAT_PATH.match(param)
+        key = match.group(0) if match else ""
+        while key and key not in origins:
+            key = key.rpartition(".content.")[0]
+        if key:
+            where, kind = origins[key]
+            rest = param[len(key):]
+            if kind is not None:
+                rest = next((new + rest[len(old):] for old, new in _PART_FIELDS.items()
+                             if rest.startswith(old)), rest)
+                exc.message = exc.message.replace("'image_url'", repr(kind))
+                exc.args = (exc.message,)
+            exc.param = where + rest
+        raise

@@ -40,6 +40,7 @@ from ..protocol.responses import ResponsesRequest
 from ..settings import Settings
 from .chat import render_chat
 from .harmony import _flat_text, uses_harmony
+from .request import Origins, in_request_terms
 
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
@@ -168,18 +169,28 @@ def _harmony_item(messages: list[dict[str, Any]], item: Any, where: str) -> None
         raise InvalidRequest(f"Unknown input type: {kind}", param=where)
 
 
-def to_chat_request(req: ResponsesRequest, harmony: bool = False) -> dict[str, Any]:
+def to_chat_request(
+    req: ResponsesRequest, harmony: bool = False, origins: Origins | None = None
+) -> dict[str, Any]:
     """The chat request body of a Responses request (see the module docstring); ``harmony``
     (gpt-oss): one chat message per input item, as vLLM 0.33's harmony Responses render reads
-    them (``_render_responses_with_harmony``), for the harmony render of the chat path."""
+    them (``_render_responses_with_harmony``), for the harmony render of the chat path.
+    ``origins``, when given, gets the request path each chat message came from
+    (``instructions``, ``input``, ``input.<i>``; :func:`.request.in_request_terms`)."""
     messages: list[dict[str, Any]] = []
+    origins = {} if origins is None else origins
     if req.instructions if not harmony else req.instructions is not None:
+        origins["messages.0"] = ("instructions", None)
         messages.append({"role": "system", "content": req.instructions})
     if isinstance(req.input, str):
+        origins[f"messages.{len(messages)}"] = ("input", None)
         messages.append({"role": "user", "content": req.input})
     else:
         for i, item in enumerate(req.input):
+            first = len(messages)
             (_harmony_item if harmony else _add_item)(messages, item, f"input.{i}")
+            for k in range(first, len(messages)):
+                origins[f"messages.{k}"] = (f"input.{i}", None)
     cont = _continues(req.input)
     logprobs = bool(req.include and LOGPROBS_INCLUDE in req.include)
     tools = responses_tools(req.tools)
@@ -245,7 +256,10 @@ def render_responses(bundle: ModelBundle, settings: Settings, body: Any) -> dict
             param="previous_response_id",
         )
     harmony = uses_harmony(bundle.config)
-    out = render_chat(bundle, settings, to_chat_request(req, harmony=harmony), responses_items=harmony)
+    origins: Origins = {}
+    chat = to_chat_request(req, harmony=harmony, origins=origins)
+    with in_request_terms(origins):
+        out = render_chat(bundle, settings, chat, responses_items=harmony)
     out["request_id"] = req.request_id or f"resp_{uuid.uuid4().hex}"
     out["parse_context"] = None
     out["reasoning_ended"] = None

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import ContextLengthExceeded, InvalidRequest
 from ..models import ModelBundle
-from ..protocol.common import SamplingRequestFields
+from ..protocol.common import CONSTRAINTS, SamplingRequestFields
 from ..settings import Settings
 from .adjust import empty_structured_outputs
 
@@ -89,6 +89,11 @@ def structured_outputs(req: SamplingRequestFields) -> dict[str, Any] | None:
         InvalidRequest: ``json_schema`` without its schema, an unknown ``response_format.type``, or
             more than one of ``json``/``regex``/``choice``.
     """
+    if req.structured_outputs is not None and all(req.structured_outputs.get(k) is None for k in CONSTRAINTS):
+        raise InvalidRequest(  # vLLM 0.33 ``StructuredOutputsParams.__post_init__``
+            "You must use one kind of structured outputs constraint but none are specified: "
+            f"structured_outputs has none of {', '.join(CONSTRAINTS)}"
+        )
     so = dict(req.structured_outputs) if req.structured_outputs else None
     if so and sum(so.get(k) is not None for k in ("json", "regex", "choice")) > 1:
         raise InvalidRequest(
@@ -109,13 +114,74 @@ def structured_outputs(req: SamplingRequestFields) -> dict[str, Any] | None:
                 param="response_format",
             )
         override = {"json": schema.get("schema", schema.get("json_schema"))}
+        if override["json"] is None:  # vLLM: ``StructuredOutputsParams`` with no constraint
+            raise InvalidRequest(
+                "You must use one kind of structured outputs constraint but none are specified: "
+                "response_format.json_schema has no `schema`"
+            )
     elif kind in ("structural_tag", "structural_tags"):
         import json
 
+        if kind == "structural_tag" and not _structural_tag_shape(rf):
+            raise InvalidRequest(
+                "Invalid response_format structural_tag specification.", param="response_format"
+            )
         override = {"structural_tag": json.dumps(rf)}
     else:
         raise InvalidRequest(f"Unsupported response_format type: {kind!r}", param="response_format.type")
     return {**(so or {}), **override}
+
+
+#: vLLM 0.33 ``SamplingParams.from_optional`` clamps every ``logit_bias`` value to this range.
+LOGIT_BIAS_BOUND = 100.0
+
+
+def logit_bias(bias: dict[str, float] | None) -> dict[str, float] | None:
+    """``logit_bias`` as vLLM 0.33's ``SamplingParams.from_optional`` makes it: each key read as
+    an integer token id with Python's ``int`` (``" 5"`` and ``"+5"`` are id 5; the answer's keys
+    are the ids written back as strings), each value clamped to ``[-100, 100]``. Ids are not
+    bounded by the vocabulary here (the engine's ``SamplingParams.verify`` does that, as upstream).
+
+    Raises:
+        InvalidRequest: a key that is no integer (upstream wording, ``param`` ``logit_bias``).
+    """
+    if bias is None:
+        return None
+    out: dict[str, float] = {}
+    invalid: list[str] = []
+    for token, value in bias.items():
+        try:
+            out[str(int(token))] = min(LOGIT_BIAS_BOUND, max(-LOGIT_BIAS_BOUND, value))
+        except ValueError:
+            invalid.append(token)
+    if invalid:
+        raise InvalidRequest(
+            f"logit_bias contains key(s) that cannot be converted to integer token IDs: {invalid!r}",
+            param="logit_bias",
+        )
+    return out
+
+
+def _structural_tag_shape(rf: dict[str, Any]) -> bool:
+    """Whether a ``structural_tag`` ``response_format`` has one of vLLM 0.33's two shapes: a
+    ``format`` (``StructuralTagResponseFormat``), or ``structures`` (each ``begin``/``end``
+    strings, ``schema`` an object or absent) with ``triggers`` strings (the legacy one). vLLM
+    then also compiles it with xgrammar, which this service does not."""
+    if "format" in rf:
+        return True
+    structures, triggers = rf.get("structures"), rf.get("triggers")
+    return (
+        isinstance(structures, list)
+        and isinstance(triggers, list)
+        and all(isinstance(t, str) for t in triggers)
+        and all(
+            isinstance(x, dict)
+            and isinstance(x.get("begin"), str)
+            and isinstance(x.get("end"), str)
+            and isinstance(x.get("schema", {}), (dict, type(None)))
+            for x in structures
+        )
+    )
 
 
 def _whole(so: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -161,7 +227,8 @@ def build(
         "prompt_logprobs": (req.prompt_logprobs, None),
         "spaces_between_special_tokens": (req.spaces_between_special_tokens, True),
         "include_stop_str_in_output": (req.include_stop_str_in_output, False),
-        "logit_bias": (req.logit_bias, None),
+        "logit_bias": (logit_bias(req.logit_bias), None),
+        "logprob_token_ids": (req.logprob_token_ids or None, None),
         "allowed_token_ids": (req.allowed_token_ids, None),
         "thinking_token_budget": (req.thinking_token_budget, None),
         "stream_interval": (req.stream_interval or settings.stream_interval, None),

@@ -1,4 +1,5 @@
-"""API-key authentication: ``Authorization: Bearer <key>`` on ``/v1*`` and ``/inference*`` paths.
+"""API-key authentication: ``Authorization: Bearer <key>`` on ``/v1*`` and ``/inference*`` paths
+(on ``/v1/messages*`` also Anthropic's ``x-api-key: <key>``).
 
 As ``vllm launch render`` with ``--api-key``: only those path prefixes are guarded, ``OPTIONS``
 is never guarded, and ``/health``, ``/ready``, ``/metrics``, ``/tokenize``, ``/detokenize`` stay
@@ -23,6 +24,9 @@ from .limits import send_error
 logger = logging.getLogger(__name__)
 
 GUARDED_PREFIXES = ("/v1", "/inference")
+#: Paths where Anthropic's own header ``x-api-key: <key>`` is accepted too (the ``anthropic`` SDK
+#: sends its key there); vLLM 0.33 reads only ``Authorization``, so this is a superset.
+ANTHROPIC_PREFIX = "/v1/messages"
 
 
 def _digest(key: str) -> bytes:
@@ -36,15 +40,17 @@ class ApiKeyAuth:
         self.app = app
         self.digests = [_digest(k) for k in keys]
 
-    def authorized(self, headers: Mapping[str, str]) -> bool:
-        """True when ``Authorization`` is ``Bearer <one of the keys>`` (scheme case-insensitive)."""
+    def authorized(self, headers: Mapping[str, str], path: str = "") -> bool:
+        """True when ``Authorization`` is ``Bearer <one of the keys>`` (scheme case-insensitive),
+        or, on Anthropic's paths (``/v1/messages*``), ``x-api-key`` is one of the keys."""
         scheme, _, token = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            return False
-        given = _digest(token.strip())
+        given = [token.strip()] if scheme.lower() == "bearer" and token else []
+        if path.startswith(ANTHROPIC_PREFIX) and headers.get("x-api-key"):
+            given.append(headers["x-api-key"])
         match = False
-        for digest in self.digests:
-            match |= secrets.compare_digest(given, digest)
+        for key in given:
+            for digest in self.digests:
+                match |= secrets.compare_digest(_digest(key), digest)
         return match
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -52,7 +58,7 @@ class ApiKeyAuth:
             await self.app(scope, receive, send)
             return
         path = scope["path"].removeprefix(scope.get("root_path", ""))
-        if path.startswith(GUARDED_PREFIXES) and not self.authorized(Headers(scope=scope)):
+        if path.startswith(GUARDED_PREFIXES) and not self.authorized(Headers(scope=scope), path):
             await send_error(send, Unauthorized("Unauthorized: missing or invalid API key "
                                                  "(Authorization: Bearer <key>)."))
             return

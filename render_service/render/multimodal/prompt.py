@@ -34,6 +34,9 @@ PART_MODALITY = {
 #: Part type → the key holding its URL, where it is not the type itself (vLLM 0.33
 #: ``MM_PARSER_MAP``: a Responses ``input_image`` carries ``image_url`` as a plain string).
 URL_KEY = {"input_image": "image_url"}
+#: Part types whose URL field is an object ``{"url": ...}`` (OpenAI's chat part types); a
+#: Responses ``input_image`` carries a plain string.
+OBJECT_URL_PARTS = frozenset({"image_url", "video_url", "audio_url"})
 DEFAULT_LIMIT = 999
 """Items per modality per prompt when ``--limit-mm-per-prompt`` does not name it (as upstream)."""
 
@@ -78,6 +81,10 @@ class MediaCollector:
             )
         key = URL_KEY.get(str(kind), str(kind))
         spec = part.get(key)
+        if kind in OBJECT_URL_PARTS and spec is not None and not isinstance(spec, dict):
+            raise InvalidRequest(  # vLLM 0.33: OpenAI's part types, ``{"url": ...}`` objects: 400
+                f"{kind} must be an object {{\"url\": ...}}", param=f"{where}.{key}"
+            )
         url = spec.get("url") if isinstance(spec, dict) else spec
         if kind == "input_image" and url is None and part.get("file_id") is not None:
             raise InvalidRequest("input_image.file_id is not supported (no file store): send image_url",

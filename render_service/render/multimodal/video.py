@@ -120,10 +120,21 @@ def process_video(
 ) -> tuple[serde.Pending, tuple[int, int, int], list[float]]:
     """Frames → ``(pixel_values_videos [t·h·w, 3·2·P·P] uint8 (a :class:`~.serde.Pending` tensor,
     reordered straight into the encoded item), video_grid_thw, timestamps)``;
-    ``timestamps`` are the mean source time of each temporal group (Qwen3-VL's ``<t seconds>``)."""
+    ``timestamps`` are the mean source time of each temporal group (Qwen3-VL's ``<t seconds>``).
+
+    Raises:
+        InvalidRequest: Qwen3-VL: fewer frames than the temporal patch (a one-frame "video",
+            e.g. a PNG sent as ``video_url``), an aspect ratio over 200.
+    """
     n, h, w, _ = video.frames.shape
     tp = arch.temporal_patch_size
     if arch.video_mode == "timestamps":
+        if n < tp:  # HF's Qwen3-VL video ``smart_resize`` refuses it; vLLM 0.33 answers a 400
+            raise InvalidRequest(
+                f"Failed to apply the video processor: a video needs at least {tp} frames, this one "
+                f"has {n} (t:{n} must be larger than temporal_factor:{tp}); a still image is an "
+                "image_url part"
+            )
         t_bar = math.ceil(n / tp) * tp
         rh, rw = _video_resize(n, t_bar, h, w, arch.factor, min_pixels, max_pixels)
     else:
@@ -144,7 +155,16 @@ def process_video(
 def _video_resize(
     n: int, t_bar: int, h: int, w: int, factor: int, min_pixels: int, max_pixels: int
 ) -> tuple[int, int]:
-    """Qwen3-VL's video ``smart_resize``: the pixel bounds apply to ``t_bar·h·w``."""
+    """Qwen3-VL's video ``smart_resize``: the pixel bounds apply to ``t_bar·h·w``.
+
+    Raises:
+        InvalidRequest: an aspect ratio over 200 (HF's ``smart_resize`` check; vLLM 0.33: 400).
+    """
+    if max(h, w) / min(h, w) > 200:
+        raise InvalidRequest(
+            f"Failed to apply the video processor: absolute aspect ratio must be smaller than 200, "
+            f"got {max(h, w) / min(h, w)}"
+        )
     h_bar = round(h / factor) * factor
     w_bar = round(w / factor) * factor
     if t_bar * h_bar * w_bar > max_pixels:
