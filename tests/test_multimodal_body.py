@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pybase64
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,3 +167,35 @@ def test_gateway_sends_the_engine_the_same_features_as_render(serve: Any) -> Non
         assert isinstance(sent["features"]["kwargs_data"]["image"][0], str)
     finally:
         stop()
+
+
+def test_pybase64_is_the_standard_base64_on_every_media_file() -> None:
+    """pybase64 (SIMD) encodes and decodes every media file exactly as the standard library
+    (the payloads and the data URLs go through it)."""
+    import base64
+
+    from conftest import shared_path
+
+    files = sorted(shared_path("data", "media").iterdir())
+    assert len(files) >= 10
+    for path in files:
+        raw = path.read_bytes()
+        text = base64.b64encode(raw)
+        assert pybase64.b64encode(raw) == text, path.name
+        assert pybase64.b64decode(text, validate=True) == raw, path.name
+
+
+@settings(max_examples=60, deadline=None)
+@given(raw=st.binary(max_size=3000))
+def test_pybase64_is_the_standard_base64_on_random_bytes(raw: bytes) -> None:
+    import base64
+    import binascii
+
+    text = base64.b64encode(raw)
+    assert pybase64.b64encode(raw) == text
+    assert pybase64.b64decode(text, validate=True) == raw
+    bad = text[:-1] + b"*" if text else b"*"  # a non-base64 digit: both refuse it
+    with pytest.raises((binascii.Error, ValueError)):
+        pybase64.b64decode(bad, validate=True)
+    with pytest.raises((binascii.Error, ValueError)):
+        base64.b64decode(bad, validate=True)
