@@ -7,15 +7,57 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import InvalidRequest, UnknownModel
 from .memory import release_memory
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+class BundleMemo:
+    """What is derived once from one bundle (its parser, derender pipeline, multimodal state,
+    template probes), owned by the bundle: it lives exactly as long as the bundle does, so a
+    process that drops a bundle frees everything built from it (no module-level cache holds it).
+
+    Entries are keyed by a kind (``"pipeline"``, ``"parser"`` ...) and the identity of the
+    settings object they were built under (a server has one); at most :data:`MAX_PER_KIND`
+    settings are kept per kind, the oldest dropped first (a test process builds many). Thread-safe:
+    each entry is built once (under a re-entrant lock, so one build may use another kind).
+    """
+
+    MAX_PER_KIND = 4
+
+    __slots__ = ("_entries", "_lock")
+
+    def __init__(self) -> None:
+        self._entries: dict[str, dict[int, tuple[Any, Any]]] = {}
+        self._lock = threading.RLock()
+
+    def get(self, kind: str, settings: Any, build: Callable[[], _T]) -> _T:
+        """The entry ``kind`` for ``settings`` (any object; ``None`` for one per bundle), built by
+        ``build()`` on first use. Raises what ``build`` raises (nothing is kept then)."""
+        entries = self._entries.get(kind)
+        hit = entries.get(id(settings)) if entries is not None else None
+        if hit is not None and hit[0] is settings:
+            return hit[1]  # type: ignore[no-any-return]
+        with self._lock:
+            entries = self._entries.setdefault(kind, {})
+            hit = entries.get(id(settings))
+            if hit is not None and hit[0] is settings:
+                return hit[1]  # type: ignore[no-any-return]
+            value = build()
+            entries[id(settings)] = (settings, value)  # settings held so its id stays its own
+            while len(entries) > self.MAX_PER_KIND:
+                entries.pop(next(iter(entries)))
+            return value
 
 #: Generation-config keys that become server-side sampling defaults (as vLLM's
 #: ``ModelConfig.get_diff_sampling_param``).
@@ -29,7 +71,7 @@ GENERATION_DEFAULT_KEYS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class ModelBundle:
     """Everything request handling needs to know about the served model.
 
@@ -52,6 +94,8 @@ class ModelBundle:
         prompt_encoder: encoder of templated prompt text, identical to
             ``tokenizer.encode(text, add_special_tokens=False)``: a prefix cache over the tiktoken
             fast path where it is proven identical (:mod:`render_service.tokens.prefix_cache`).
+        memo: what is built once from this bundle (:class:`BundleMemo`); a fresh one for each
+            bundle (also for ``dataclasses.replace`` copies), never compared.
     """
 
     names: tuple[str, ...]
@@ -67,6 +111,7 @@ class ModelBundle:
     config: dict[str, Any]
     compiled_template: Any = None
     prompt_encoder: Any = None
+    memo: BundleMemo = field(default_factory=BundleMemo, init=False, repr=False, compare=False)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -13,37 +13,30 @@ from .models import ModelBundle
 from .settings import Settings
 from .tokens.tokenization import vocab_lookup
 
-_PARSERS: dict[tuple[int, int], tuple[ModelBundle, Settings, Any]] = {}
-_MAX_CACHED = 4
-
 
 def parser_for(bundle: ModelBundle, settings: Settings) -> Any:
     """The ``parsers.Parser`` for ``settings.reasoning_parser`` / ``settings.tool_call_parser``
     over the bundle's vocabulary, or ``None`` when neither is set. Built once per (bundle,
-    settings) pair and cached (a server has one pair; tests load many, so the cache is bounded).
+    settings) pair and kept by the bundle (:class:`~render_service.models.BundleMemo`).
 
     Raises:
         KeyError: an unknown parser name (``parsers.get_parser``).
         ValueError: ``hf``/``beam`` on a model without ``response_template`` metadata.
     """
-    key = (id(bundle), id(settings))
-    hit = _PARSERS.get(key)
-    if hit is not None and hit[0] is bundle and hit[1] is settings:
-        return hit[2]
-    parser = None
-    if settings.reasoning_parser or settings.tool_call_parser:
-        import parsers
+    return bundle.memo.get("parser", settings, lambda: _new_parser(bundle, settings))
 
-        parser = parsers.get_parser(
-            settings.reasoning_parser,
-            settings.tool_call_parser,
-            vocab=vocab_lookup(bundle),
-            tokenizer_config=getattr(bundle.tokenizer, "init_kwargs", None),  # hf/beam: response_template
-        )
-    _PARSERS[key] = (bundle, settings, parser)
-    while len(_PARSERS) > _MAX_CACHED:
-        _PARSERS.pop(next(iter(_PARSERS)))
-    return parser
+
+def _new_parser(bundle: ModelBundle, settings: Settings) -> Any:
+    if not (settings.reasoning_parser or settings.tool_call_parser):
+        return None
+    import parsers
+
+    return parsers.get_parser(
+        settings.reasoning_parser,
+        settings.tool_call_parser,
+        vocab=vocab_lookup(bundle),
+        tokenizer_config=getattr(bundle.tokenizer, "init_kwargs", None),  # hf/beam: response_template
+    )
 
 
 #: vLLM 0.33 parser names built on its ``ParserEngine`` (``vllm/parser/engine``), whose lexer

@@ -17,7 +17,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,14 +89,16 @@ _BUNDLES: dict[str, ModelBundle] = {}
 _LOADED_AS: dict[str, str] = {}
 _TOKENIZERS: dict[str, Any] = {}
 _RESIDENT: dict[str, None] = {}
-MAX_MODELS = 12
-"""Model folders whose tokenizer and bundles are kept per test process (least recently used folder
-dropped beyond this, with its HF tokenizer and every bundle loaded from it): more than the folders
-of ../shared/models, so nothing is dropped today. A bound of 4 was measured in a full run and
-raised the peak (5.8 GB) and the CPU: the product's own per-bundle caches (detokenizer, pipeline,
-parser) still hold a dropped bundle, so a reload held the model twice. Tests parametrized by folder
-run on one worker per folder, one after another (:func:`pytest_collection_modifyitems`), so each
-worker loads fewer folders."""
+MAX_MODELS = int(os.environ.get("RENDER_SERVICE_TEST_MAX_MODELS", "4"))
+"""Model folders whose tokenizer and bundles are kept per test process: beyond this the least
+recently used folder is dropped with its HF tokenizer and every bundle loaded from it, and freed
+(the product keeps nothing built from a bundle once the bundle is dropped:
+tests/test_bundle_release.py; live servers keep their own bundle until they stop). A folder
+costs 100-350 MB and ~2-4 CPU-s to load; tests parametrized by folder run on one worker per
+folder, one after another (:func:`pytest_collection_modifyitems`), so a folder is rarely loaded
+twice. ``RENDER_SERVICE_TEST_MAX_MODELS`` overrides the bound (to measure others)."""
+LOADS: dict[str, int] = {"tokenizers": 0, "bundles": 0}
+"""How many tokenizers and bundles this test process loaded (reloads of dropped folders included)."""
 
 
 #: Settings fields that only set a bundle's ``names`` and ``max_model_len``: bundles whose settings
@@ -116,6 +118,7 @@ def _touch(path: str) -> None:
         old = next(iter(_RESIDENT))
         del _RESIDENT[old]
         _TOKENIZERS.pop(old, None)
+        _EXTRAS.pop(old, None)
         for key in [k for k, b in _BUNDLES.items() if _BUNDLE_PATH[k] == old]:
             del _BUNDLES[key], _LOADED_AS[key], _BUNDLE_PATH[key]
     gc.collect()
@@ -123,6 +126,19 @@ def _touch(path: str) -> None:
 
 
 _BUNDLE_PATH: dict[str, str] = {}
+_EXTRAS: dict[str, dict[str, Any]] = {}
+
+
+def folder_memo(folder: str, key: str, build: Callable[[], Any]) -> Any:
+    """``build()``, built once per test process for the ../shared/models folder ``folder`` and
+    ``key`` (e.g. that tokenizer's FastEncoder), kept while the folder's tokenizer and bundles are
+    (dropped with them beyond :data:`MAX_MODELS`, so no helper holds a dropped model)."""
+    path = str(shared_path("models", folder))
+    extras = _EXTRAS.setdefault(path, {})
+    if key not in extras:
+        extras[key] = build()
+    _touch(path)
+    return extras[key]
 
 
 def _malloc_trim() -> None:
@@ -157,6 +173,7 @@ def shared_bundle(settings: Settings) -> ModelBundle:
         else:
             own = Path(path).is_dir() and getattr(settings, "tokenizer", None) is None  # no --tokenizer
             bundle = load_bundle(settings, _tokenizer_at(path) if own else None)
+            LOADS["bundles"] += 1
         _BUNDLES[key], _LOADED_AS[key], _BUNDLE_PATH[key] = bundle, loaded, path
     _touch(path)
     return bundle
@@ -168,6 +185,7 @@ def _tokenizer_at(path: str):  # type: ignore[no-untyped-def]
         from transformers import AutoTokenizer
 
         tok = _TOKENIZERS[path] = AutoTokenizer.from_pretrained(path)
+        LOADS["tokenizers"] += 1
     _touch(path)
     return tok
 
@@ -186,14 +204,18 @@ def _free_port() -> int:
 
 
 class _Server:
-    def __init__(self, settings: Settings) -> None:
+    """A real uvicorn server of ``create_app(settings, bundle)`` in a thread (``bundle``: the
+    session's :func:`shared_bundle` unless given)."""
+
+    def __init__(self, settings: Settings, bundle: ModelBundle | None = None) -> None:
         port = _free_port()
         self.settings = settings
         self.base_url = f"http://127.0.0.1:{port}"
-        try:
-            bundle: ModelBundle | None = shared_bundle(settings)
-        except Exception:  # noqa: BLE001 - the app loads it itself and fails as the test expects
-            bundle = None
+        if bundle is None:
+            try:
+                bundle = shared_bundle(settings)
+            except Exception:  # noqa: BLE001 - the app loads it itself and fails as the test expects
+                bundle = None
         app = create_app(settings, bundle)
         config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
         self.server = uvicorn.Server(config)
@@ -210,6 +232,21 @@ class _Server:
         self.client.close()
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        forget_stopped_apps()
+
+
+def forget_stopped_apps() -> None:
+    """Let a stopped server's app (and the bundle, caches and state it holds) be freed: FastAPI
+    keeps every route's endpoint in module-level ``lru_cache``s of 4,096 entries
+    (``fastapi.dependencies.models._is_*_callable_cached``), and our endpoints close over their
+    app, so without this each app a test process builds would stay alive. The caches only
+    classify callables (sync/async/generator) and refill on the next request."""
+    from fastapi.dependencies import models as fastapi_models
+
+    for name in ("_is_gen_callable_cached", "_is_async_gen_callable_cached", "_is_coroutine_callable_cached"):
+        cached = getattr(fastapi_models, name, None)
+        if cached is not None and hasattr(cached, "cache_clear"):
+            cached.cache_clear()
 
 
 _SERVERS: dict[str, _Server] = {}
@@ -312,4 +349,6 @@ if _MEMLOG:
         Path(_MEMLOG).mkdir(parents=True, exist_ok=True)
         with open(Path(_MEMLOG) / f"{worker}.tsv", "a") as out:
             out.write(f"{item.nodeid}\t{time.monotonic() - start:.2f}\t{time.process_time() - cpu:.2f}\t"
-                      f"{before[0]}\t{rss}\t{hwm}\t{len(_RESIDENT)}\t{len(_SERVERS)}\n")
+                      f"{before[0]}\t{rss}\t{hwm}\t{len(_RESIDENT)}\t{len(_SERVERS)}\t"
+                      f"{LOADS['tokenizers']}\t{LOADS['bundles']}\t"
+                      f"{','.join(Path(p).name for p in _RESIDENT)}\n")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
-from conftest import MAX_MODELS, MODELS, shared_path
+from conftest import MODELS, folder_memo, shared_path
 from conftest import hf_tokenizer as _hf_tokenizer
 from hypothesis import strategies as st
 
@@ -25,15 +24,18 @@ def hf_tokenizer(name: str):  # type: ignore[no-untyped-def]
     return _hf_tokenizer(name)
 
 
-@functools.lru_cache(maxsize=MAX_MODELS)
 def fast_encoder(name: str) -> FastEncoder | None:
     """``build_fast_encoder`` of that tokenizer (built once per process while the folder is among
-    the recently used ones, as the bundles are: ``conftest.MAX_MODELS``).
+    the recently used ones, and dropped with its bundles: ``conftest.folder_memo``).
 
     The model's shared bundle (``derender_helpers.bundle``) builds exactly this encoder from the same
     HF tokenizer object for its prompt encoder (``build_prompt_encoder`` → ``build_fast_encoder``, in a
     background thread), so it is taken from there when that bundle has one: each model's BPE proof
     runs and its tables are held once per test process instead of twice."""
+    return folder_memo(name, "fast_encoder", lambda: _build_fast_encoder(name))  # type: ignore[no-any-return]
+
+
+def _build_fast_encoder(name: str) -> FastEncoder | None:
     from derender_helpers import bundle
 
     tok = hf_tokenizer(name)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import model_dir
+from conftest import folder_memo, model_dir
 from derender_helpers import bundle, split
 from hypothesis import given
 from hypothesis import strategies as st
@@ -172,23 +172,22 @@ def test_reasoning_tokens_local(case):
         assert got == case["reasoning_tokens"], sizes
 
 
-_STARTS: dict[str, tuple[Any, list[int]]] = {}
 #: The property runs on the cases over Qwen3's vocabulary (its bundle is loaded in-process by the
 #: other tests; the R1 and gpt-oss cases go over HTTP at two chunkings above).
 QWEN_VOCAB = [c for c in GOLDEN if c["model"] == "Qwen--Qwen3-0.6B"]
 
 
 def _start(case: dict[str, Any]) -> tuple[Any, list[int]]:
-    """The counting rule and the counter's start state of a golden case (computed once)."""
-    if case["id"] not in _STARTS:
+    """The counting rule and the counter's start state of a golden case (computed once, kept
+    while the case's model is: the rule holds its bundle)."""
+
+    def build() -> tuple[Any, list[int]]:
         b, settings = _local(case)
         pipe = pipeline_for(b, settings)
         fields = ChatRequestFields(model="m", chat_template_kwargs=case["chat_template_kwargs"] or None)
-        _STARTS[case["id"]] = (
-            pipe.counting,
-            counter_start(pipe, settings, fields, case["prompt_token_ids"] or None),
-        )
-    return _STARTS[case["id"]]
+        return pipe.counting, counter_start(pipe, settings, fields, case["prompt_token_ids"] or None)
+
+    return folder_memo(case["model"], f"reasoning_tokens_start:{case['id']}", build)  # type: ignore[no-any-return]
 
 
 @given(

@@ -38,19 +38,25 @@ words = st.lists(
 ).map("".join)
 
 
-@functools.cache
 def setup():
-    """(bundle, settings, prompt ids) for Qwen3 with --reasoning-parser qwen3 --tool-call-parser hermes."""
+    """(bundle, settings, prompt ids) for Qwen3 with --reasoning-parser qwen3 --tool-call-parser hermes
+    (the bundle from the session cache each time, so this module holds no model of its own)."""
+    s, prompt = _settings_and_prompt()
+    return bundle(QWEN3), s, prompt
+
+
+@functools.cache
+def _settings_and_prompt():
     s = Settings(
         model=bundle(QWEN3).root,
         reasoning_parser="qwen3",
         tool_call_parser="hermes",
         enable_auto_tool_choice=True,
     )
-    b = bundle(QWEN3)
-    enc = b.tokenizer.apply_chat_template(MESSAGES, tools=TOOLS, add_generation_prompt=True, tokenize=True)
+    tok = bundle(QWEN3).tokenizer
+    enc = tok.apply_chat_template(MESSAGES, tools=TOOLS, add_generation_prompt=True, tokenize=True)
     prompt = list(enc["input_ids"]) if not isinstance(enc, list) else enc
-    return b, s, prompt
+    return s, prompt
 
 
 def output_text(think, text, cities):

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import codecs
 import random
+import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -109,25 +111,34 @@ def _table_agrees(tokenizer: Any, table: tuple[bytes, ...]) -> bool:
     return got == tokenizer.decode(ids, skip_special_tokens=False)
 
 
-_CACHE: dict[int, tuple[Any, Detokenizer]] = {}
-_MAX_CACHED = 8
+_TABLES: weakref.WeakKeyDictionary[Any, tuple[bytes, ...] | None] = weakref.WeakKeyDictionary()
+"""tokenizer → its checked byte table (``None``: the window strategy), kept while the tokenizer
+lives: the table holds no reference to it, so a dropped tokenizer is freed with its table."""
+_TABLES_LOCK = threading.Lock()
 
 
 def detokenizer_for(tokenizer: Any, *, force_window: bool = False) -> Detokenizer:
-    """The cached :class:`Detokenizer` of a tokenizer (byte table when it is byte-level BPE and
-    passes a self-check, else the window strategy; ``force_window`` for tests)."""
-    key = id(tokenizer) * 2 + int(force_window)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is tokenizer:
-        return hit[1]
-    table = None if force_window else _byte_table(tokenizer)
-    if table is not None and not _table_agrees(tokenizer, table):
-        table = None
-    detok = Detokenizer(tokenizer=tokenizer, token_bytes=table)
-    _CACHE[key] = (tokenizer, detok)
-    while len(_CACHE) > _MAX_CACHED:  # a server has one tokenizer; tests load many
-        _CACHE.pop(next(iter(_CACHE)))
-    return detok
+    """The :class:`Detokenizer` of a tokenizer (byte table when it is byte-level BPE and passes a
+    self-check, else the window strategy; ``force_window`` for tests). The table is built once per
+    tokenizer (weakly keyed; a tokenizer that cannot be a weak key builds it on each call)."""
+    if force_window:
+        return Detokenizer(tokenizer=tokenizer, token_bytes=None)
+    try:
+        with _TABLES_LOCK:
+            known = tokenizer in _TABLES
+            table = _TABLES.get(tokenizer)
+    except TypeError:  # unhashable or not weakly referenceable
+        known, table = False, None
+    if not known:
+        table = _byte_table(tokenizer)
+        if table is not None and not _table_agrees(tokenizer, table):
+            table = None
+        try:
+            with _TABLES_LOCK:
+                _TABLES[tokenizer] = table
+        except TypeError:
+            pass
+    return Detokenizer(tokenizer=tokenizer, token_bytes=table)
 
 
 def _utf8_step(pending: bytes, data: bytes, final: bool) -> tuple[str, bytes]:

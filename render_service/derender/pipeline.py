@@ -93,16 +93,13 @@ class StepOutput:
     logprobs: dict[str, Any] | None = None
 
 
-_PIPELINES: dict[tuple[int, int], tuple[ModelBundle, Settings, Pipeline]] = {}
-_MAX_CACHED = 4
-
-
 def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
-    """The cached pipeline of a bundle under given settings (parser built once)."""
-    key = (id(bundle), id(settings))
-    hit = _PIPELINES.get(key)
-    if hit is not None and hit[0] is bundle and hit[1] is settings:
-        return hit[2]
+    """The pipeline of a bundle under given settings, built once and kept by the bundle
+    (:class:`~render_service.models.BundleMemo`; the parser built once too)."""
+    return bundle.memo.get("pipeline", settings, lambda: _new_pipeline(bundle, settings))
+
+
+def _new_pipeline(bundle: ModelBundle, settings: Settings) -> Pipeline:
     tok = bundle.tokenizer
     fingerprint = config_fingerprint(bundle, settings)
     pipe = Pipeline(
@@ -125,9 +122,6 @@ def pipeline_for(bundle: ModelBundle, settings: Settings) -> Pipeline:
             lambda ids: decode(bundle, ids),
         ),
     )
-    _PIPELINES[key] = (bundle, settings, pipe)
-    while len(_PIPELINES) > _MAX_CACHED:  # a server has one; tests load many bundles
-        _PIPELINES.pop(next(iter(_PIPELINES)))
     return pipe
 
 

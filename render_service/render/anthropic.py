@@ -72,22 +72,17 @@ def _image_part(block: AnthropicContentBlock | dict[str, Any], where: str) -> di
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-# --- template probes (once per bundle and settings) ---------------------------------------------
-
-_MERGE: dict[int, tuple[Any, bool]] = {}
-_EFFORT: dict[tuple[int, int], tuple[Any, Any, str]] = {}
-_MAX_CACHED = 4
-"""Probe results kept (oldest dropped beyond this): a server has one bundle; a process that loads
-many (the tests) would otherwise keep every bundle alive through these entries."""
+# --- template probes (once per bundle and settings, kept by the bundle: models.BundleMemo) ------
 
 
 def merge_inline_system(bundle: ModelBundle) -> bool:
     """Whether the template refuses ``[system, user, system, user]`` (vLLM 0.33
     ``_detect_merge_inline_system``: plain sandboxed Jinja, a template error means merge; no
     template means merge)."""
-    hit = _MERGE.get(id(bundle))
-    if hit is not None and hit[0] is bundle:
-        return hit[1]
+    return bundle.memo.get("merge_inline_system", None, lambda: _probe_merge(bundle))
+
+
+def _probe_merge(bundle: ModelBundle) -> bool:
     source = bundle.chat_template
     merge = True
     if source:
@@ -104,9 +99,6 @@ def merge_inline_system(bundle: ModelBundle) -> bool:
             merge = True
         except Exception:  # noqa: BLE001 - a template failing any other way is treated the same
             merge = True
-    _MERGE[id(bundle)] = (bundle, merge)
-    while len(_MERGE) > _MAX_CACHED:
-        _MERGE.pop(next(iter(_MERGE)))
     return merge
 
 
@@ -116,11 +108,10 @@ def disabled_thinking_effort(bundle: ModelBundle, settings: Settings) -> str:
     template refuses ``none`` or renders it like one of the real efforts, else ``"none"``."""
     if settings.anthropic_disabled_thinking_effort != "auto":
         return settings.anthropic_disabled_thinking_effort
-    key = (id(bundle), id(settings))
-    hit = _EFFORT.get(key)
-    if hit is not None and hit[0] is bundle and hit[1] is settings:
-        return hit[2]
+    return bundle.memo.get("disabled_thinking_effort", settings, lambda: _probe_effort(bundle, settings))
 
+
+def _probe_effort(bundle: ModelBundle, settings: Settings) -> str:
     def probe(effort: str) -> list[int] | None:
         body = {"messages": [{"role": "user", "content": "Hi"}], "reasoning_effort": effort}
         try:
@@ -129,11 +120,7 @@ def disabled_thinking_effort(bundle: ModelBundle, settings: Settings) -> str:
             return None
 
     none_ids = probe("none")
-    effort = "low" if none_ids is None or any(probe(e) == none_ids for e in EFFORTS) else "none"
-    _EFFORT[key] = (bundle, settings, effort)
-    while len(_EFFORT) > _MAX_CACHED:
-        _EFFORT.pop(next(iter(_EFFORT)))
-    return effort
+    return "low" if none_ids is None or any(probe(e) == none_ids for e in EFFORTS) else "none"
 
 
 # --- conversion ---------------------------------------------------------------------------------

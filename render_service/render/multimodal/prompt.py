@@ -134,27 +134,10 @@ class MultimodalState:
     token_ids: dict[str, int]
 
 
-_STATES: dict[tuple[int, int], tuple[Any, Any, MultimodalState | None]] = {}
-"""(id(bundle), id(settings)) → (bundle, settings, state); the objects are held so the ids stay theirs."""
-_LOCK = threading.Lock()
-_MAX_STATES = 4
-"""States kept (oldest dropped beyond this): each holds its bundle and its media cache (up to
-``mm_cache_bytes``), so a process that loads many bundles would otherwise keep all of them."""
-
-
 def state_for(bundle: ModelBundle, settings: Settings) -> MultimodalState | None:
-    """The multimodal state of a served model, ``None`` for a text-only model (built once)."""
-    key = (id(bundle), id(settings))
-    entry = _STATES.get(key)
-    if entry is not None:
-        return entry[2]
-    with _LOCK:
-        entry = _STATES.get(key)
-        if entry is None:
-            entry = _STATES[key] = (bundle, settings, _new_state(bundle, settings))
-            while len(_STATES) > _MAX_STATES:  # a server has one; the tests load many bundles
-                _STATES.pop(next(iter(_STATES)))
-    return entry[2]
+    """The multimodal state of a served model, ``None`` for a text-only model (built once per
+    bundle and settings, kept by the bundle: :class:`~render_service.models.BundleMemo`)."""
+    return bundle.memo.get("multimodal", settings, lambda: _new_state(bundle, settings))
 
 
 def _new_state(bundle: ModelBundle, settings: Settings) -> MultimodalState | None:
