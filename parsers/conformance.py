@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import REASONING_PARSERS, TOOL_PARSERS, get_parser
-from .cases import Case, chunks, load, model_folder, tokenizer
+from .cases import Case, chunks, load, model_folder, tokenizer, tokenizer_vocab
 from .harness import call_delta_problems, run_stream
 from .types import Delta, ParseContext, ParseResult
 
@@ -61,7 +61,7 @@ def run_case(case: Case, mode: str) -> list[Failure]:
         return [NOT_IMPLEMENTED]
     folder = model_folder(case.model)
     tok = tokenizer(folder) if folder is not None else None
-    vocab = dict(tok.get_vocab()) if tok is not None else {}
+    vocab = dict(tokenizer_vocab(folder)) if folder is not None else {}
     vocab |= {t: len(vocab) + i for i, t in enumerate(case.vocab_tokens) if t not in vocab}
     parser = get_parser(case.reasoning, case.tool, vocab=vocab or None)
     ctx = ParseContext(**case.ctx)

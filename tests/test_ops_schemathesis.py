@@ -6,9 +6,12 @@ has the upstream shape. Two servers are fuzzed: the plain one and one with parse
 (``--reasoning-parser qwen3 --tool-call-parser hermes --enable-auto-tool-choice``).
 
 Examples per operation: ``RENDER_FUZZ_EXAMPLES`` (default 200). With schemathesis' coverage phase
-and both servers that is well over 5,000 generated POST requests. One test per operation and
-server, so xdist spreads them; each counts what it sent (printed with ``-s``) and fails if its
-operation was not fuzzed. Run by hand with a larger value for a deeper search.
+and both servers that is well over 5,000 generated POST requests. One test per operation, so
+xdist spreads them; both servers serve the same /openapi.json
+(``test_the_fuzzed_operations_are_all_of_the_schema`` checks), so each generated request is drawn
+once and sent to both servers (drawing is most of the cost: drawing it once per server drew the
+same requests twice). Each test counts what it sent per server (printed with ``-s``) and fails if
+its operation was not fuzzed on either. Run by hand with a larger value for a deeper search.
 """
 
 from __future__ import annotations
@@ -30,18 +33,15 @@ POST_ROUTES = ("/v1/chat/completions/render", "/v1/completions/render", "/v1/cha
                "/v1/completions/derender", "/tokenize", "/detokenize")
 PARSERS = {"reasoning_parser": "qwen3", "tool_call_parser": "hermes", "enable_auto_tool_choice": True}
 EXAMPLES = int(os.environ.get("RENDER_FUZZ_EXAMPLES", str(examples(200))))
+#: The two fuzzed servers: (name, settings); every generated request goes to both.
+SERVERS: tuple[tuple[str, dict[str, Any]], ...] = (("plain", {}), ("parsers", PARSERS))
 
 
 @pytest.fixture(scope="session")
 def api_schema(serve):
-    """The plain server's OpenAPI schema."""
+    """The OpenAPI schema of both fuzzed servers (read from the plain one; the parsers server serves
+    the same document)."""
     return schemathesis.openapi.from_url(f"{serve().base_url}/openapi.json")
-
-
-@pytest.fixture(scope="session")
-def api_schema_parsers(serve):
-    """The OpenAPI schema of a server with reasoning and tool-call parsers."""
-    return schemathesis.openapi.from_url(f"{serve(**PARSERS).base_url}/openapi.json")
 
 
 #: Every operation of /openapi.json (``test_the_fuzzed_operations_are_all_of_the_schema`` checks
@@ -72,49 +72,52 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list
 
 
 @pytest.fixture
-def sent(request) -> Iterator[Counter[tuple[str, str, int]]]:
-    """(method, path, status) -> requests this fuzz test sent; afterwards checks the operation was fuzzed,
-    a POST operation at the default budget (or more) with at least one POST request per example
-    (README "Schema fuzzing": 235 for /detokenize, 642-1,267 for the other POST routes)."""
-    counts: Counter[tuple[str, str, int]] = Counter()
-    yield counts
-    total = sum(counts.values())
-    print(f"\n{request.node.name}: {total} requests, statuses {dict(sorted(counts.items()))}")
-    assert total > 0, "no request was generated"
-    post = sum(n for (method, path, _), n in counts.items()
-               if method == "POST" and ("POST", path) in OPERATIONS)
-    if post and EXAMPLES >= 200:  # the coverage phase's cases come on top of the examples
-        assert post >= EXAMPLES, post
+def sent(request) -> Iterator[dict[str, Counter[tuple[str, str, int]]]]:
+    """Server ("plain", "parsers") -> (method, path, status) -> requests this fuzz test sent to it;
+    afterwards checks, for each server, that the operation was fuzzed, a POST operation at the
+    default budget (or more) with at least one POST request per example (README "Schema fuzzing":
+    235 for /detokenize, 642-1,267 for the other POST routes)."""
+    by_server: dict[str, Counter[tuple[str, str, int]]] = {config: Counter() for config, _ in SERVERS}
+    yield by_server
+    for config, counts in by_server.items():
+        total = sum(counts.values())
+        print(f"\n{request.node.name} ({config}): {total} requests, statuses {dict(sorted(counts.items()))}")
+        assert total > 0, f"no request was generated for the {config} server"
+        post = sum(n for (method, path, _), n in counts.items()
+                   if method == "POST" and ("POST", path) in OPERATIONS)
+        if post and EXAMPLES >= 200:  # the coverage phase's cases come on top of the examples
+            assert post >= EXAMPLES, (config, post)
 
 
-def _fuzz_test(fixture: str, method: str, path: str, config: str, server: dict[str, Any]) -> Any:
-    @schemathesis.pytest.from_fixture(fixture).include(method=method, path=path).parametrize()
+def _fuzz_test(method: str, path: str) -> Any:
+    @schemathesis.pytest.from_fixture("api_schema").include(method=method, path=path).parametrize()
     @FUZZ
     def test(case, serve, sent):
-        _check(case, serve(**server), sent)
+        for config, server in SERVERS:
+            _check(case, serve(**server), sent[config])
 
     slug = path.strip("/").replace("/", "_")
-    test.__name__ = test.__qualname__ = f"test_no_server_errors_{config}_{slug}_{method.lower()}_"
-    test.__doc__ = (f"{method} {path} on the {config} server: generated requests never get a 5xx; 4xx "
-                    "bodies are {\"error\": {message,type,param,code}}.")
+    test.__name__ = test.__qualname__ = f"test_no_server_errors_{slug}_{method.lower()}_"
+    test.__doc__ = (f"{method} {path} on the plain and the parsers server (each generated request "
+                    "sent to both): never a 5xx; 4xx bodies are {\"error\": {message,type,param,code}}.")
     return test
 
 
-SERVERS = (("api_schema", "plain", {}), ("api_schema_parsers", "parsers", PARSERS))
 for _method, _path in OPERATIONS:
-    for _fixture, _config, _server in SERVERS:
-        _t = _fuzz_test(_fixture, _method, _path, _config, _server)
-        globals()[_t.__name__] = _t
+    _t = _fuzz_test(_method, _path)
+    globals()[_t.__name__] = _t
 
 
 def test_the_fuzzed_operations_are_all_of_the_schema(serve):
     """The per-operation fuzz tests (:data:`OPERATIONS`) cover every operation of both servers'
-    /openapi.json, so a new route cannot go unfuzzed."""
-    for server in ({}, PARSERS):
-        spec = httpx.get(f"{serve(**server).base_url}/openapi.json").json()
+    /openapi.json, so a new route cannot go unfuzzed; both servers serve the same document, so the
+    requests drawn from the plain one's (:func:`api_schema`) are the parsers server's as well."""
+    specs = [httpx.get(f"{serve(**server).base_url}/openapi.json").json() for _, server in SERVERS]
+    for spec in specs:
         ops = {(method.upper(), path) for path, item in spec["paths"].items() for method in item
                if method in {"get", "put", "post", "delete", "patch", "head", "options"}}
         assert ops == set(OPERATIONS)
+    assert specs[0] == specs[1]
 
 
 def test_openapi_is_valid_and_describes_real_request_bodies(serve):

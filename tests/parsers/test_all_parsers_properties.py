@@ -17,6 +17,7 @@ through orjson between chunks. Laws:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import parsers
-from parsers.cases import SHARED, load, model_folder, tokenizer
+from parsers.cases import SHARED, load, model_folder, tokenizer, tokenizer_vocab
 from parsers.formats.response_template import EXAMPLE_CONFIG
 from parsers.harness import call_delta_problems, run_stream
 from parsers.types import ParseContext
@@ -88,13 +89,13 @@ def materials(kind: str, name: str) -> list[Material]:
     return [Material(*pair, ctx, None, "", text) for text in GENERIC_OUTPUTS]
 
 
-def _vocab_and_prompt(m: Material) -> tuple[dict[str, int] | None, list[int] | None]:
+def _vocab_and_prompt(m: Material) -> tuple[Mapping[str, int] | None, list[int] | None]:
     folder = model_folder(m.model)
     if folder is None:
         return None, None
     tok = tokenizer(folder)
     prompt = tok.encode(m.prompt, add_special_tokens=False) if m.prompt else None
-    return tok.get_vocab(), prompt
+    return tokenizer_vocab(folder), prompt
 
 
 def _context(m: Material) -> ParseContext:
