@@ -6,6 +6,7 @@ does to one result must not reach the next; values the memo's key cannot tell ap
 from __future__ import annotations
 
 import copy
+import json
 import math
 from typing import Any
 
@@ -27,7 +28,7 @@ def conversations(draw: Any) -> list[dict[str, Any]]:
                     if draw(st.booleans()) else [{"type": "text", "text": "part"}]})
         call = {"id": f"c{i}", "type": "function",
                 "function": {"name": "f", "arguments": draw(st.sampled_from(['{"a": 1}', "", "not json"]))
-                             if draw(st.booleans()) else draw(ARGS)}}
+                             if draw(st.booleans()) else json.dumps(draw(ARGS))}}
         out.append({"role": "assistant", "content": draw(st.none() | st.just("ok")), "tool_calls": [call],
                     **({"reasoning_content": "think"} if draw(st.booleans()) else {})})
         out.append({"role": "tool", "tool_call_id": f"c{i}", "content": "done"})
@@ -54,14 +55,13 @@ def test_a_remembered_message_normalises_as_a_fresh_one(conv: list[dict[str, Any
     assert _views(messages.normalize(copy.deepcopy(conv), fmt, developer)) == fresh
 
 
-def test_nan_and_null_arguments_are_not_confused() -> None:
-    messages._NORMALISED.clear()
-    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"x": None}}}
-    nan_call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"x": math.nan}}}
-    first = messages.normalize([{"role": "assistant", "content": None, "tool_calls": [call]}])
-    second = messages.normalize([{"role": "assistant", "content": None, "tool_calls": [nan_call]}])
-    assert first.primary[0]["tool_calls"][0]["function"]["arguments"] == {"x": None}
-    assert math.isnan(second.primary[0]["tool_calls"][0]["function"]["arguments"]["x"])
+def test_nan_and_null_values_are_not_confused() -> None:
+    # orjson writes NaN as null, so a message holding a float beside a null is never keyed (history
+    # arguments are JSON strings now, as vLLM 0.33 requires, so the case reaches only the key)
+    with_null = {"role": "user", "content": [{"type": "text", "text": "a"}], "x": None}
+    with_nan = {"role": "user", "content": [{"type": "text", "text": "a"}], "x": math.nan}
+    assert messages._memo_key(with_null, "string") is not None
+    assert messages._memo_key(with_nan, "string") is None
 
 
 def test_the_memo_stays_bounded() -> None:
