@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidRequest, InvalidStreamState, RenderServiceError
-from ..models import ModelBundle, check_model, token_id_limit
+from ..models import ModelBundle, check_model
 from ..parsing import drops_special_text
 from ..protocol.common import asks_structured_output
 from ..protocol.derender import (
@@ -48,26 +48,10 @@ def check_len(bundle: ModelBundle, settings: Settings, what: str, items: Sequenc
         )
 
 
-def check_ids(bundle: ModelBundle, what: str, ids: Sequence[int] | None, param: str) -> None:
-    """Refuse an id at or above :func:`render_service.models.token_id_limit` (the wire models
-    already refuse negative ones): no engine of this model can have produced it, and decoding
-    would drop it silently (vLLM 0.33's derender does; its ``/detokenize`` too, while its
-    renders refuse such a prompt id).
-
-    Raises:
-        InvalidRequest: ``Token id N is out of vocabulary`` (``param`` names the field).
-    """
-    if ids:
-        top = max(ids)
-        limit = token_id_limit(bundle)
-        if top >= limit:
-            raise InvalidRequest(f"Token id {top} is out of vocabulary (size {limit}) in {what}", param=param)
-
-
 def check_prompt_ids(bundle: ModelBundle, settings: Settings, ids: Sequence[int] | None) -> None:
-    """``prompt_token_ids`` no longer than ``max_model_len`` and inside the vocabulary."""
+    """``prompt_token_ids`` no longer than ``max_model_len``. Ids past the vocabulary are not
+    refused: they decode to nothing, as vLLM 0.33's derender drops them (its recorded answers)."""
     check_len(bundle, settings, "prompt_token_ids", ids)
-    check_ids(bundle, "prompt_token_ids", ids, "prompt_token_ids")
 
 
 def check_choice(bundle: ModelBundle, settings: Settings, choice: GenerateChoice, batch: bool) -> None:
@@ -76,7 +60,6 @@ def check_choice(bundle: ModelBundle, settings: Settings, choice: GenerateChoice
     limit = bundle.max_model_len
     if choice.token_ids is not None and len(choice.token_ids) > limit:  # message built on failure only
         check_len(bundle, settings, f"choice {choice.index} token_ids", choice.token_ids)
-    check_ids(bundle, f"choice {choice.index} token_ids", choice.token_ids, "token_ids")
     content = choice.logprobs.content if choice.logprobs else None
     if content is not None and len(content) > limit:
         check_len(bundle, settings, f"choice {choice.index} logprobs.content", content)
