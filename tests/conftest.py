@@ -89,7 +89,7 @@ _BUNDLES: dict[str, ModelBundle] = {}
 _LOADED_AS: dict[str, str] = {}
 _TOKENIZERS: dict[str, Any] = {}
 _RESIDENT: dict[str, None] = {}
-MAX_MODELS = int(os.environ.get("RENDER_SERVICE_TEST_MAX_MODELS", "4"))
+MAX_MODELS = int(os.environ.get("RENDER_SERVICE_TEST_MAX_MODELS", "8"))
 """Model folders whose tokenizer and bundles are kept per test process: beyond this the least
 recently used folder is dropped with its HF tokenizer and every bundle loaded from it, and freed
 (the product keeps nothing built from a bundle once the bundle is dropped:
