@@ -88,7 +88,9 @@ def test_server_cpu_since_a_snapshot_survives_a_thread_ending():
     ready, stop = threading.Event(), threading.Event()
 
     def spin() -> None:
-        deadline = time.thread_time() + 0.05
+        # 0.3 s of this thread's CPU: far more than the other threads of a test process (servers of
+        # other tests, the reads themselves) use between the two reads below, even under load
+        deadline = time.thread_time() + 0.3
         while time.thread_time() < deadline:
             pass
         ready.set()
