@@ -40,13 +40,15 @@ def configure_pillow() -> None:
     hands every block back), and no Pillow decompression-bomb check
     (``Image.MAX_IMAGE_PIXELS = None``): :func:`decode_image` enforces ``--max-image-pixels``
     from the header itself, with a clear 400 naming the size, where Pillow's own check raises its
-    raw message (vLLM answers that one with a 500)."""
+    raw message (vLLM answers that one with a 500). The common format plugins (JPEG, PNG, …) are
+    imported here (``Image.preinit``), not by the first image decoded."""
     core = Image.core
     if core.get_block_size() < PILLOW_BLOCK_BYTES:
         core.set_block_size(PILLOW_BLOCK_BYTES)
     if core.get_blocks_max() < PILLOW_BLOCKS:
         core.set_blocks_max(PILLOW_BLOCKS)
     Image.MAX_IMAGE_PIXELS = None
+    Image.preinit()  # the common format plugins imported now, not by the first image
 
 
 def too_many_pixels(width: int, height: int, max_pixels: int, what: str = "Image") -> InvalidRequest:

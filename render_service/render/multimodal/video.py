@@ -62,6 +62,15 @@ def sample_indices(arch: VisionArch, total: int, fps_src: float, fps: float) -> 
     return [min(int(i), total - 1) for i in idx]
 
 
+def preload() -> None:
+    """Import PyAV (~80 ms the first time) if it is installed, so that the first video request
+    does not pay for it; a vision server calls it in the background at start-up."""
+    try:
+        import av  # noqa: F401
+    except ImportError:
+        pass
+
+
 def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict[str, Any]) -> DecodedVideo:
     """Decode ``data`` (any container FFmpeg reads) and keep the sampled frames.
 
