@@ -119,6 +119,44 @@ def test_random_pixels_equal_pillow(
     assert np.array_equal(np.moveaxis(resample.vertical_planes(src, height), 0, -1), ref)
 
 
+def test_small_jpeg_dispatch_splits_pillow_memory_as_pillow_does() -> None:
+    """``resize_planes`` on a decoded 640×480 JPEG at its own size (no resize on Qwen3-VL) takes
+    the compiled split over Pillow's RGBX memory, and its planes are ``Image.split``'s."""
+    img, _ = image.decode_image((MEDIA / "rgb_640x480.jpg").read_bytes(), 10**9)
+    assert image._arrow_rgbx(img) is not None
+    planes = image.resize_planes(img, 480, 640)
+    for c, band in enumerate(img.split()):
+        assert np.array_equal(planes[c], np.asarray(band)), c
+
+
+@settings(max_examples=40, deadline=None)
+@given(h=st.integers(1, 60), w=st.integers(1, 40), channels=st.sampled_from([3, 4]), seed=st.integers(0, 2**32 - 1))
+def test_split_planes_are_the_channels(h: int, w: int, channels: int, seed: int) -> None:
+    """The compiled split gives the first three channels of RGB or RGBX pixels, also into a
+    given array."""
+    src = np.random.default_rng(seed).integers(0, 256, (h, w, channels), dtype=np.uint8)
+    expected = np.moveaxis(src[..., :3], -1, 0)
+    assert np.array_equal(resample.split_planes(src), expected)
+    out = np.empty((3, h, w), dtype=np.uint8)
+    assert resample.split_planes(src, out) is out and np.array_equal(out, expected)
+
+
+@pytest.mark.parametrize("n", [4, 5])
+def test_video_frames_at_their_size_equal_pillow(n: int) -> None:
+    """Frames that need no resize (320×256 on Qwen3-VL: the compiled split only) and an odd
+    frame count (the last frame repeated) give HF's patch layout of the frames."""
+    arch = _arch(FAMILIES[0])
+    frames = np.random.default_rng(n).integers(0, 256, (n, 256, 320, 3), dtype=np.uint8)
+    decoded = video.DecodedVideo(frames, n, 2.0, list(range(n)))
+    pixels, grid, _ = video.process_video(decoded, arch, arch.video_min_pixels, arch.video_max_pixels)
+    assert grid[1:] == (16, 20)
+    padded = np.concatenate([frames, frames[-1:]]) if n % 2 else frames
+    expected, expected_grid = image.patchify(padded, arch)
+    got = np.empty(pixels.shape, dtype=np.uint8)
+    pixels.write(got, 0)
+    assert grid == expected_grid and np.array_equal(got, expected)
+
+
 def test_coefficients_sum_to_one_in_fixed_point() -> None:
     """Each output row's taps (Pillow's normalised, rounded weights) add up to 2**22 within the
     rounding of their count, and stay inside the input; the kernels use the same precision."""

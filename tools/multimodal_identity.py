@@ -55,7 +55,7 @@ def _bodies(media: Path) -> dict[str, tuple[str, dict[str, Any]]]:
     return out
 
 
-def _run(folder: Path, port: int, bodies: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, str]:
+def _run(folder: Path, port: int, bodies: dict[str, tuple[str, dict[str, Any]]], settle: float) -> dict[str, str]:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
     cmd = [sys.executable, "-m", "render_service", "serve", str(folder), "--port", str(port),
            "--served-model-name", "m", "--log-level", "warning"]
@@ -72,6 +72,7 @@ def _run(folder: Path, port: int, bodies: dict[str, tuple[str, dict[str, Any]]])
             if time.time() > deadline or proc.poll() is not None:
                 raise RuntimeError("server did not start")
             time.sleep(0.2)
+        time.sleep(settle)  # the resize / split kernels compile in the background (Pillow until then)
         out = {}
         with httpx.Client(base_url=url, timeout=300) as client:
             for turn in (1, 2):
@@ -91,12 +92,14 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8123)
     ap.add_argument("--out", required=True)
     ap.add_argument("--compare", help="a file recorded before the change: every answer must equal it")
+    ap.add_argument("--settle", type=float, default=15.0,
+                    help="seconds to wait after start-up, so the compiled kernels serve (default 15)")
     args = ap.parse_args()
     shared = Path(args.shared)
     bodies = _bodies(shared / "data" / "media")
     got: dict[str, str] = {}
     for name in FOLDERS:
-        got |= _run(shared / "models" / name, args.port, bodies)
+        got |= _run(shared / "models" / name, args.port, bodies, args.settle)
     Path(args.out).write_text(json.dumps(got, indent=1, sort_keys=True))
     print(f"{len(got)} answers, {sum(v.startswith('200') for v in got.values())} with status 200")
     if args.compare:

@@ -1,4 +1,4 @@
-"""numba kernels of :mod:`.resample` (imported only when numba is installed, so that importing
+"""numba kernels of :mod:`.resample` (the height-only resize, the colour-plane split) (imported only when numba is installed, so that importing
 the render wing never loads numba; module-level functions, so numba caches them on disk)."""
 
 from __future__ import annotations
@@ -43,25 +43,38 @@ def taps(src: Any, y0: int, n: int, k: Any, row: Any) -> None:
 
 
 @jit
+def split_row(row: Any, channels: int, r: Any, g: Any, b: Any) -> None:
+    # one row of interleaved pixels (C = channels: 3, or 4 for Pillow's RGBX) → its three
+    # colour rows; constant strides, so it vectorises
+    if channels == 4:
+        for x in range(r.shape[0]):
+            r[x] = row[4 * x]
+            g[x] = row[4 * x + 1]
+            b[x] = row[4 * x + 2]
+    else:
+        for x in range(r.shape[0]):
+            r[x] = row[3 * x]
+            g[x] = row[3 * x + 1]
+            b[x] = row[3 * x + 2]
+
+
+@jit
 def planes(src: Any, channels: int, bounds: Any, kk: Any, out: Any) -> None:
     row = np.empty(src.shape[1], dtype=np.uint8)
-    width = out.shape[2]
     for yy in range(out.shape[1]):
         taps(src, bounds[yy, 0], bounds[yy, 1], kk[yy], row)
-        r, g, b = out[0, yy], out[1, yy], out[2, yy]
-        if channels == 4:  # constant strides, so the split vectorises too
-            for x in range(width):
-                r[x] = row[4 * x]
-                g[x] = row[4 * x + 1]
-                b[x] = row[4 * x + 2]
-        else:
-            for x in range(width):
-                r[x] = row[3 * x]
-                g[x] = row[3 * x + 1]
-                b[x] = row[3 * x + 2]
+        split_row(row, channels, out[0, yy], out[1, yy], out[2, yy])
 
 
 @jit
 def interleaved(src: Any, bounds: Any, kk: Any, out: Any) -> None:
     for yy in range(out.shape[0]):
         taps(src, bounds[yy, 0], bounds[yy, 1], kk[yy], out[yy])
+
+
+@jit
+def split(src: Any, channels: int, out: Any) -> None:
+    # [H, W·C] interleaved rows → colour planes [3, H, W] (Pillow's ``split`` and three fresh
+    # images cost ~10× as much)
+    for y in range(out.shape[1]):
+        split_row(src[y], channels, out[0, y], out[1, y], out[2, y])

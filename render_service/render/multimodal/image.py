@@ -40,13 +40,15 @@ def configure_pillow() -> None:
     hands every block back), and no Pillow decompression-bomb check
     (``Image.MAX_IMAGE_PIXELS = None``): :func:`decode_image` enforces ``--max-image-pixels``
     from the header itself, with a clear 400 naming the size, where Pillow's own check raises its
-    raw message (vLLM answers that one with a 500)."""
+    raw message (vLLM answers that one with a 500). The common format plugins (JPEG, PNG, …) are
+    imported here (``Image.preinit``), not by the first image decoded."""
     core = Image.core
     if core.get_block_size() < PILLOW_BLOCK_BYTES:
         core.set_block_size(PILLOW_BLOCK_BYTES)
     if core.get_blocks_max() < PILLOW_BLOCKS:
         core.set_blocks_max(PILLOW_BLOCKS)
     Image.MAX_IMAGE_PIXELS = None
+    Image.preinit()  # the common format plugins imported now, not by the first image
 
 
 def too_many_pixels(width: int, height: int, max_pixels: int, what: str = "Image") -> InvalidRequest:
@@ -161,15 +163,24 @@ def _patch_order(frames: np.ndarray, arch: VisionArch) -> tuple[np.ndarray, tupl
     return x.transpose(0, 2, 5, 3, 6, 8, 1, 4, 7), (gt, gh, gw)
 
 
-def patchify_pending(frames: np.ndarray, arch: VisionArch) -> tuple[serde.Pending, tuple[int, int, int]]:
-    """:func:`patchify` as a :class:`~.serde.Pending` tensor: the patches are reordered straight
-    into the encoded item (one copy) instead of into a new array that is then copied there."""
-    x, (gt, gh, gw) = _patch_order(frames, arch)
+def patchify_planes(planes: np.ndarray, arch: VisionArch) -> tuple[serde.Pending, tuple[int, int, int]]:
+    """:func:`patchify` of frames given as colour planes ``[T, 3, H, W]`` uint8 (C-contiguous, T
+    a multiple of ``temporal_patch_size``), as a :class:`~.serde.Pending` tensor: the patches are
+    reordered straight into the encoded item (one copy), ``P``-byte cells at a time (a patch
+    row of one plane is contiguous in the source and in the patch), where the interleaved
+    frames' layout moved single bytes."""
+    p, m, tp = arch.patch_size, arch.merge_size, arch.temporal_patch_size
+    t, _, height, width = planes.shape
+    gt, gh, gw = t // tp, height // p, width // p
+    cell = np.dtype((np.void, p))
+    src = planes.view(cell).reshape(gt, tp, 3, gh // m, m, p, gw // m, m)
+    # → gt, gh/m, gw/m, m (row in window), m (column), 3, tp, P rows: HF's order
+    src = src.transpose(0, 3, 6, 4, 7, 2, 1, 5)
 
     def write(out: np.ndarray, start: int) -> None:
-        out.reshape(x.shape)[...] = x
+        out.view(cell).reshape(src.shape)[...] = src
 
-    return serde.Pending((gt * gh * gw, x[0, 0, 0, 0, 0].size), write), (gt, gh, gw)
+    return serde.Pending((gt * gh * gw, 3 * tp * p * p), write), (gt, gh, gw)
 
 
 def resize(img: Image.Image, height: int, width: int) -> np.ndarray:
@@ -185,9 +196,13 @@ def resize_planes(img: Image.Image, height: int, width: int) -> list[np.ndarray]
     Pillow resizes the RGB image in one pass over its 4-byte pixels; ``split`` then hands out
     the planes, which the patch layout wants (channel-major within a patch), without the
     interleaved ``[H, W, 3]`` copy; each plane is a view of the band's memory (:func:`_plane`),
-    where ``np.asarray`` would copy it twice through fresh ``bytes``."""
-    if img.size[0] == width and img.size[1] != height and img.mode == "RGB" and resample.ready():
+    where ``np.asarray`` would copy it twice through fresh ``bytes``. With the compiled kernels
+    (:mod:`.resample`) an RGB image whose width is kept is read in place instead: split into
+    planes in one pass (no resize) or resized along the height and split in the same pass."""
+    if img.size[0] == width and img.mode == "RGB" and resample.ready():
         pixels = _arrow_rgbx(img)
+        if pixels is not None and img.size[1] == height:  # no resize: the compiled split
+            return list(resample.split_planes(pixels))
         if pixels is not None:  # Pillow's vertical-only pass, computed by the compiled kernel
             return list(resample.vertical_planes(pixels, height))
     if img.size != (width, height):

@@ -146,6 +146,8 @@ def _new_state(bundle: ModelBundle, settings: Settings) -> MultimodalState | Non
         return None
     image.configure_pillow()
     resample.start()  # compiled in the background; Pillow (same bytes) until it is ready
+    if "video" in arch.modalities:  # PyAV imported in the background, not by the first video
+        threading.Thread(target=video.preload, name="pyav-import", daemon=True).start()
     vocab = bundle.added_vocab
     policy = FetchPolicy(
         settings.allowed_local_media_path,

@@ -79,7 +79,7 @@ def coefficients(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
 def _compile() -> dict[str, Any]:
     from . import _resample_kernels as kernels  # imports numba (ImportError without it)
 
-    return {"planes": kernels.planes, "interleaved": kernels.interleaved}
+    return {"planes": kernels.planes, "interleaved": kernels.interleaved, "split": kernels.split}
 
 
 def _build() -> None:
@@ -103,6 +103,7 @@ def _warm(kernels: dict[str, Any]) -> None:
     src, bounds, kk = _prepared(np.zeros((3, 2, 4), dtype=np.uint8), 4)
     kernels["planes"](src, 4, bounds, kk, np.empty((3, 4, 2), dtype=np.uint8))
     kernels["interleaved"](src, bounds, kk, np.empty((4, 8), dtype=np.uint8))
+    kernels["split"](src, 4, np.empty((3, 3, 2), dtype=np.uint8))
 
 
 def start() -> None:
@@ -128,14 +129,19 @@ def ready() -> bool:
     return "planes" in _KERNELS
 
 
-def _prepared(pixels: np.ndarray, height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``pixels`` ``[H, W, C]`` as read-only ``[H, W·C]`` rows and the coefficients to
-    ``height`` rows."""
+def _rows(pixels: np.ndarray) -> np.ndarray:
+    """``pixels`` ``[H, W, C]`` as read-only ``[H, W·C]`` rows (one array type for every
+    caller: one compiled specialisation)."""
     h, w, c = pixels.shape
-    bounds, kk = coefficients(h, height)
     rows = np.ascontiguousarray(pixels).reshape(h, w * c).view()
-    rows.flags.writeable = False  # one array type for every caller: one compiled specialisation
-    return rows, bounds, kk
+    rows.flags.writeable = False
+    return rows
+
+
+def _prepared(pixels: np.ndarray, height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``pixels`` ``[H, W, C]`` as :func:`_rows` and the coefficients to ``height`` rows."""
+    bounds, kk = coefficients(pixels.shape[0], height)
+    return _rows(pixels), bounds, kk
 
 
 def _kernel(name: str) -> Any:
@@ -144,16 +150,18 @@ def _kernel(name: str) -> Any:
     return _KERNELS[name]
 
 
-def vertical_planes(pixels: np.ndarray, height: int) -> np.ndarray:
+def vertical_planes(pixels: np.ndarray, height: int, out: np.ndarray | None = None) -> np.ndarray:
     """``pixels`` ``[H, W, C]`` uint8 (C 3 or 4, e.g. Pillow's RGBX memory) resized to ``height``
-    rows as Pillow's BICUBIC does → the first three channels as planes ``[3, height, W]`` uint8.
+    rows as Pillow's BICUBIC does → the first three channels as planes ``[3, height, W]`` uint8
+    (written into ``out`` when given: C-contiguous, that shape).
 
     Raises:
         RuntimeError: the kernels are not ready (check :func:`ready` first).
     """
     kernel = _kernel("planes")
     rows, bounds, kk = _prepared(pixels, height)
-    out = np.empty((3, height, pixels.shape[1]), dtype=np.uint8)
+    if out is None:
+        out = np.empty((3, height, pixels.shape[1]), dtype=np.uint8)
     kernel(rows, pixels.shape[2], bounds, kk, out)
     return out
 
@@ -169,4 +177,21 @@ def vertical(pixels: np.ndarray, height: int) -> np.ndarray:
     rows, bounds, kk = _prepared(pixels, height)
     out = np.empty((height, *pixels.shape[1:]), dtype=np.uint8)
     kernel(rows, bounds, kk, out.reshape(height, rows.shape[1]))
+    return out
+
+
+def split_planes(pixels: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``pixels`` ``[H, W, C]`` uint8 (C 3 or 4, e.g. Pillow's RGBX memory read in place) → the
+    first three channels as planes ``[3, H, W]`` uint8 (written into ``out`` when given:
+    C-contiguous, that shape): what ``Image.split`` gives, without its three new images
+    (~0.03 against ~0.3 ms for 640×480).
+
+    Raises:
+        RuntimeError: the kernels are not ready (check :func:`ready` first).
+    """
+    kernel = _kernel("split")
+    h, w, c = pixels.shape
+    if out is None:
+        out = np.empty((3, h, w), dtype=np.uint8)
+    kernel(_rows(pixels), c, out)
     return out

@@ -20,7 +20,7 @@ from PIL import Image
 
 from ...errors import InvalidRequest
 from . import resample, serde
-from .image import load_error, patchify_pending, resize, smart_resize, too_many_pixels
+from .image import load_error, patchify_planes, resize, smart_resize, too_many_pixels
 from .registry import VisionArch
 
 
@@ -60,6 +60,15 @@ def sample_indices(arch: VisionArch, total: int, fps_src: float, fps: float) -> 
     step = np.float32(total / n)
     idx = np.arange(0, total, step, dtype=np.float32).astype(np.int32)
     return [min(int(i), total - 1) for i in idx]
+
+
+def preload() -> None:
+    """Import PyAV (~80 ms the first time) if it is installed, so that the first video request
+    does not pay for it; a vision server calls it in the background at start-up."""
+    try:
+        import av  # noqa: F401
+    except ImportError:
+        pass
 
 
 def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict[str, Any]) -> DecodedVideo:
@@ -139,13 +148,17 @@ def process_video(
         rh, rw = _video_resize(n, t_bar, h, w, arch.factor, min_pixels, max_pixels)
     else:
         rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
-    if w == rw and h != rh and resample.ready():  # Pillow's vertical-only pass, compiled
-        frames = np.stack([resample.vertical(f, rh) for f in video.frames])
-    else:
-        frames = np.stack([resize(Image.fromarray(f), rh, rw) for f in video.frames])
-    if n % tp:
-        frames = np.concatenate([frames, np.repeat(frames[-1:], tp - n % tp, axis=0)])
-    pixels, grid = patchify_pending(frames, arch)
+    planes = np.empty((n + (-n % tp), 3, rh, rw), dtype=np.uint8)  # [T, 3, H, W], T padded
+    for i, f in enumerate(video.frames):
+        if w == rw and resample.ready():  # compiled: Pillow's vertical-only pass (or none) + split
+            if h != rh:
+                resample.vertical_planes(f, rh, planes[i])
+            else:
+                resample.split_planes(f, planes[i])
+        else:
+            planes[i] = np.moveaxis(resize(Image.fromarray(f), rh, rw), -1, 0)
+    planes[n:] = planes[n - 1]  # the last frame repeated up to a whole temporal patch
+    pixels, grid = patchify_planes(planes, arch)
     times = [i / video.fps for i in video.indices] if video.fps > 0 else [0.0] * n
     times += [times[-1]] * (-len(times) % tp)
     stamps = [(times[i] + times[i + 1]) / 2 for i in range(0, len(times), tp)]
