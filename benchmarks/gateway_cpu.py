@@ -30,6 +30,7 @@ write: a cost per event, which the batch derender amortises over the whole outpu
 from __future__ import annotations
 
 import statistics
+import subprocess
 import sys
 from typing import Any
 
@@ -59,18 +60,38 @@ def _stream_tokens(url: str, body: dict[str, Any]) -> int:
     return usage
 
 
-def gateway(res: Results, ctx: Any) -> None:
-    quick = ctx.repeat <= 3
-    text = "<think>\n" + SENTENCE * (4 if quick else 60) + TAIL
-    ids = ctx.bundle.tokenizer.encode(text, add_special_tokens=False)
+def engine_text(ctx: Any) -> str:
+    """The scripted engine's output: long reasoning (4 sentences in quick runs, else 60), a tool call."""
+    return "<think>\n" + SENTENCE * (4 if ctx.repeat <= 3 else 60) + TAIL
+
+
+def start_engine(ctx: Any) -> tuple[subprocess.Popen[bytes], str, list[str]]:
+    """Start the scripted engine (1 token id per event) on a free port: ``(process, url, command)``."""
     port = _free_port()
-    engine_url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "render_service.testing.engine", "--port", str(port),
-           "--model", ctx.model, "--text", text, "--chunk-size", "1"]
-    engine = _start(cmd, engine_url, "/scripted/stats")
+           "--model", ctx.model, "--text", engine_text(ctx), "--chunk-size", "1"]
+    url = f"http://127.0.0.1:{port}"
+    return _start(cmd, url, "/scripted/stats"), url, cmd
+
+
+def stop_engine(engine: subprocess.Popen[bytes]) -> None:
+    """End a scripted engine process."""
+    engine.terminate()
+    engine.wait(10)
+
+
+def gateway(res: Results, ctx: Any) -> None:
+    """See the module docstring. The 1-worker server of the run (``ctx.server(1)``, started with
+    ``--engine-url`` of ``ctx.engine()`` when this section is chosen) is the gateway; run alone
+    on a context without the engine, the section starts its own engine and gateway."""
+    quick = ctx.repeat <= 3
+    ids = ctx.bundle.tokenizer.encode(engine_text(ctx), add_special_tokens=False)
+    shared = getattr(ctx, "with_engine", False)
+    engine, engine_url, cmd = ctx.engine() if shared else start_engine(ctx)
     server = None
     try:
-        server = http_servers.Server(ctx.model, 1, [*http_servers.PARSER_FLAGS, "--engine-url", engine_url])
+        server = ctx.server(1) if shared else http_servers.Server(
+            ctx.model, 1, [*http_servers.PARSER_FLAGS, "--engine-url", engine_url])
         server.settle()
         pids = http_servers._tree(server.proc.pid)
         request = chat_request()
@@ -122,9 +143,10 @@ def gateway(res: Results, ctx: Any) -> None:
         res.add("gateway", "gateway stream / per-chunk HTTP path, per token", stream_ms / http_ms, "x",
                 ("<=", 1.0))
         if not quick:  # the same output at 10 tokens per engine event (vLLM --stream-interval 10)
-            engine.terminate()
-            engine.wait(10)
+            stop_engine(engine)
             engine = _start(cmd[:-1] + ["10"], engine_url, "/scripted/stats")
+            if shared:  # the run's context stops it at the end
+                ctx.gateway_engine = (engine, engine_url, cmd)
             _stream_tokens(server.url, body)
             interval_ms = streamed_ms()
             res.add("gateway", "server CPU per streamed token, gateway (10 tokens/event)", interval_ms,
@@ -134,10 +156,10 @@ def gateway(res: Results, ctx: Any) -> None:
     except (RuntimeError, OSError, httpx.HTTPError) as exc:
         res.skip("gateway", "gateway CPU per streamed token", f"{type(exc).__name__}: {exc}"[:160])
     finally:
-        if server is not None:
-            server.stop()
-        engine.terminate()
-        engine.wait(10)
+        if not shared:
+            if server is not None:
+                server.stop()
+            stop_engine(engine)
 
 
 def server_prompt(url: str, request: dict[str, Any]) -> list[int]:

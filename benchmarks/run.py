@@ -20,7 +20,9 @@ Sections (``--only`` takes a comma list; default all):
                 per chunk at output positions 20 and 1,000 (:mod:`benchmarks.hotpaths`).
 * ``gateway``   gateway mode (``serve --engine-url`` in front of a scripted engine): server CPU per
                 streamed token against one batch derender of the same output (goal ≤ 3×), against
-                the same request as JSON and against the per-chunk HTTP derender path.
+                the same request as JSON and against the per-chunk HTTP derender path. With this
+                section chosen, every server of the run is started with ``--engine-url`` (the
+                gateway's scripted engine), so this section reuses the 1-worker server of ``http``.
 * ``peer``      with ``PEER_URL`` set: the same render/derender requests to that server; peer/ours ratio.
 * ``multimodal`` server CPU per rendered image (640×480, 4000×3000) and per video on Qwen3-VL, ours,
                 our cached second turn and, with ``PEER_URL`` a vLLM render of that model, the peer's
@@ -79,6 +81,11 @@ class Context:
     settings: Any = None
     fast: Any = None
     servers: dict[int, Any] = field(default_factory=dict)
+    #: with the ``gateway`` section chosen: the scripted engine (:func:`gateway_cpu.start_engine`)
+    #: every server of this run is started in front of (``--engine-url``), so the gateway section
+    #: reuses the 1-worker server instead of starting its own; ``(process, url, command)``.
+    gateway_engine: Any = None
+    with_engine: bool = False
 
     def load(self) -> None:
         """Load the model bundle (as the server does) and build the fast encoder."""
@@ -105,14 +112,26 @@ class Context:
     def server(self, workers: int) -> Any:
         """A running server with ``workers`` workers and the qwen3/hermes parsers (started once)."""
         if workers not in self.servers:
-            self.servers[workers] = http_servers.Server(self.model, workers, http_servers.PARSER_FLAGS)
+            flags = list(http_servers.PARSER_FLAGS)
+            if self.with_engine:  # gateway mode on: render routes unchanged, /v1/chat/completions added
+                flags += ["--engine-url", self.engine()[1]]
+            self.servers[workers] = http_servers.Server(self.model, workers, flags)
         return self.servers[workers]
 
+    def engine(self) -> Any:
+        """The gateway section's scripted engine ``(process, url, command)``, started once."""
+        if self.gateway_engine is None:
+            self.gateway_engine = gateway_cpu.start_engine(self)
+        return self.gateway_engine
+
     def close(self) -> None:
-        """Stop every server this run started."""
+        """Stop every server this run started, then the scripted engine."""
         for server in self.servers.values():
             server.stop()
         self.servers.clear()
+        if self.gateway_engine is not None:
+            gateway_cpu.stop_engine(self.gateway_engine[0])
+            self.gateway_engine = None
 
 
 def _ints(text: str) -> list[int]:
@@ -182,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown section(s): {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
     res = Results()
+    ctx.with_engine = "gateway" in chosen
     t0 = time.perf_counter()
     ctx.load()
     try:

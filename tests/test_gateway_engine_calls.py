@@ -34,7 +34,7 @@ COUNT = "<think>\nok\n</think>\n\nCounting: " + " ".join(str(i) for i in range(4
     " ".join(str(i) for i in range(400)) + "<|im_end|>"
 HOLD = 128  # past the stop string (120 ids)
 SHORT = "<think>\nShort.\n</think>\n\nHello there.<|im_end|>"
-TIMEOUT = 5.0  # the gateway's --engine-timeout: only the held-before-any-chunk case reaches it
+TIMEOUT = 2.0  # the gateway's --engine-timeout: only the held-before-any-chunk case reaches it
 
 
 @pytest.fixture(scope="module")

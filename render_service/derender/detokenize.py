@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..tokens.fast_tokenizer import byte_level_decoder
+from ..tokens.fast_tokenizer import _byte_level_table as byte_level_table
 
 #: Ids the window strategy holds back at most while the text ends in U+FFFD.
 MAX_HELD_IDS = 4
@@ -89,14 +89,16 @@ def _byte_table(tokenizer: Any) -> tuple[bytes, ...] | None:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or not isinstance(backend.decoder, tokenizers.decoders.ByteLevel):
         return None
-    byte_of = byte_level_decoder()
+    # one str.translate + latin-1 encode per token (C loops); a char outside the ByteLevel
+    # alphabet fails the encode, as it has no byte (then not byte-level: None)
+    to_latin1 = byte_level_table()
     size = max(len(tokenizer), backend.get_vocab_size(with_added_tokens=True))
     table: list[bytes] = [b""] * size
-    for text, token_id in backend.get_vocab(with_added_tokens=False).items():
-        try:
-            table[token_id] = bytes(byte_of[c] for c in text)
-        except KeyError:
-            return None
+    try:
+        for text, token_id in backend.get_vocab(with_added_tokens=False).items():
+            table[token_id] = text.translate(to_latin1).encode("latin-1")
+    except UnicodeEncodeError:
+        return None
     for token_id, added in tokenizer.added_tokens_decoder.items():
         table[token_id] = added.content.encode("utf-8")
     return tuple(table)

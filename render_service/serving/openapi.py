@@ -10,6 +10,8 @@ to ``components/schemas``. A model that fails to import leaves the route a gener
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import logging
 from typing import Any, Union
@@ -71,7 +73,16 @@ def _describe_messages(schema: dict[str, Any], defs: dict[str, Any]) -> None:
 
 
 def body_schema(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(schema, defs)`` for ``path``'s request body; the generic object when no model is known."""
+    """``(schema, defs)`` for ``path``'s request body; the generic object when no model is known.
+
+    Built once per path and process (pydantic's schema generation costs ~10 ms a route, paid by
+    every app created, e.g. each test server); each call returns its own deep copy, so a caller
+    (FastAPI merging ``openapi_extra``) may change it without changing another app's spec."""
+    return copy.deepcopy(_body_schema(path))
+
+
+@functools.cache
+def _body_schema(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
     target = BODY_MODELS.get(path)
     if not target:
         return GENERIC_OBJECT, {}
