@@ -78,7 +78,8 @@ def test_cached_only_raises_before_any_work_and_serves_the_cached_item() -> None
         by_uuid = render_chat(bundle, settings, _body(None, uuid="inline-unit-uuid"))
     assert state.cache.hits >= hits + 2 and state.cache.misses == misses + 1
     assert _joined(again) == _joined(first) and again["token_ids"] == first["token_ids"]
-    assert by_uuid["features"]["mm_hashes"] == first["features"]["mm_hashes"] == {"image": ["inline-unit-uuid"]}
+    assert by_uuid["features"]["mm_hashes"] == first["features"]["mm_hashes"]
+    assert first["features"]["mm_hashes"] == {"image": ["inline-unit-uuid"]}
     assert by_uuid["features"]["kwargs_data"] == first["features"]["kwargs_data"]
 
 
@@ -137,7 +138,8 @@ def test_lane_renders_cached_media_on_the_loop_and_answers_as_the_full_stack() -
                 out.append((list(runs), answer))
         return out
 
-    (cold_runs, cold), (warm_runs, warm), (full_runs, whole), (big_runs, big), (big2_runs, big2) = asyncio.run(run())
+    answers = asyncio.run(run())
+    (cold_runs, cold), (warm_runs, warm), (full_runs, whole), (big_runs, big), (big2_runs, big2) = answers
     assert cold_runs == [(True, True), (False, False)]  # tried on the loop, rendered on a worker
     assert warm_runs == [(True, True)]  # the cached turn: on the loop only
     assert full_runs == []  # the full stack calls the app's own handler on its pool

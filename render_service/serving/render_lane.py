@@ -189,7 +189,8 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
                 ran, result = pool.run_here(call, handlers[path], bundle, settings, body, True)
             else:
                 try:
-                    ran, result = pool.run_here(_from_cache, call, handlers[path], bundle, settings, body, True)
+                    ran, result = pool.run_here(_from_cache, call, handlers[path], bundle, settings,
+                                                body, True)
                 except NeedsWorker:  # media to fetch or process: the worker thread renders it
                     ran = False
             if ran:

@@ -333,7 +333,9 @@ LARGE_AT_ONCE = 2
 _LARGE = threading.BoundedSemaphore(LARGE_AT_ONCE)
 
 
-def _process(state: MultimodalState, spec: ItemSpec, key: str, settings: Settings, tokenizer: Any) -> Processed:
+def _process(
+    state: MultimodalState, spec: ItemSpec, key: str, settings: Settings, tokenizer: Any
+) -> Processed:
     """The processed item, from the cache when the same bytes were processed the same way
     (``key``: :func:`_key` of ``spec``).
 
@@ -443,10 +445,10 @@ def plan_parts(
         if inline:
             raise NeedsWorker("a media part fails: the ordinary render answers it") from None
         raise
-    if inline and not all(
-        (p.key if p.key is not None else state.cache.alias_of(p.reported or "")) in state.cache for p in planned
-    ):
-        raise NeedsWorker("a media item is not in the processed-media cache")
+    if inline:
+        keys = [p.key if p.key is not None else state.cache.alias_of(p.reported or "") for p in planned]
+        if not all(key in state.cache for key in keys):
+            raise NeedsWorker("a media item is not in the processed-media cache")
     return planned
 
 
