@@ -202,6 +202,10 @@ def chat_prompt(
         ct = _compiled(bundle, settings, req)
         conv = conversation(ct, settings, req.messages, media)
     forwarded = (req.kv_transfer_params or {}).get("prompt_token_ids")
+    planned = None
+    if media is not None and media.parts and forwarded is None and multimodal.is_cached_only():
+        # on the event loop: make sure before the template that every item is cached (NeedsWorker)
+        planned = multimodal.plan_parts(bundle, settings, media.parts, req.model_extra or {})
     offsets = None
     if forwarded is not None:
         ids = check_ids(bundle, forwarded, "kv_transfer_params.prompt_token_ids")
@@ -238,7 +242,7 @@ def chat_prompt(
         raise InvalidRequest("No token_ids rendered", param="messages")
     result, places = None, None
     if media is not None and media.parts and forwarded is None:
-        result = multimodal.process_parts(bundle, settings, media.parts, req.model_extra or {})
+        result = multimodal.process_parts(bundle, settings, media.parts, req.model_extra or {}, planned)
         ids, places = multimodal.expand(ids, result)
         offsets = None
     if req.truncate_prompt_tokens is not None:

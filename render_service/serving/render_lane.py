@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..render.multimodal import state_for
+from ..render.multimodal import NeedsWorker, cached_only, state_for
 from . import metrics
 from .auth import GUARDED_PREFIXES, ApiKeyAuth
 from .fastlane import LaneApp, _read_body, _replay, accepted_json, log_post, whole_app
@@ -42,14 +42,17 @@ Run = Callable[[str, Any, WorkerPool, int], Any]
 INLINE_RENDER_BYTES = 16_384
 """A render of a text-only model whose body is at most this many bytes runs on the event loop:
 its work (about 0.1 ms for a short chat) costs less than the hand-off to a worker thread and
-back (~0.08 ms of CPU). Larger bodies, and every render of a vision-language model (media may be
-fetched), run on the worker pool."""
+back (~0.08 ms of CPU). Larger bodies run on the worker pool (up to :data:`INLINE_SLOT_BYTES`
+only when no slot is free), and so does a vision-language model's render of media not cached."""
 INLINE_SLOT_BYTES = 65_536
 """A text-only render whose body is at most this many bytes (a 9k-token conversation: 59 KB, about
 1.2 ms of work) also runs on the event loop, but only holding a free worker slot
 (:meth:`.limits.WorkerPool.run_here`), so the pool's thread count, queue and 503s bound it as
 before: the hand-off to a thread and back cost ~0.3 ms of CPU per chat_9k render on this
-2-core machine under load (``python -m benchmarks.run --only hotpaths``), a quarter of the render."""
+2-core machine under load (``python -m benchmarks.run --only hotpaths``), a quarter of the render.
+A vision-language model's render of such a body runs there too, but only while its media is in
+the processed-media cache (a conversation's later turn: a lookup); an item to fetch, read or
+process raises :class:`NeedsWorker` before that work, and the render runs again on the pool."""
 Answer = Callable[[Any], Response]
 
 _REQUEST_ID = REQUEST_ID_HEADER.encode()
@@ -164,6 +167,13 @@ class RenderLane:
         return None
 
 
+def _from_cache(call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` with media served only from the processed-media cache
+    (:func:`~render_service.render.multimodal.cached_only`: else :class:`NeedsWorker`)."""
+    with cached_only():
+        return call(*args)
+
+
 def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], settings: Any,
             limits: BodyLimits, call: Callable[..., Any], answer: Answer) -> None:
     """Give the :class:`~.fastlane.LaneApp` ``app`` a :class:`RenderLane` for the render
@@ -172,10 +182,17 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
 
     async def run(path: str, body: Any, pool: WorkerPool, size: int) -> Any:
         bundle = app.state.bundle
-        if size <= INLINE_SLOT_BYTES and state_for(bundle, settings) is None:
-            if size <= INLINE_RENDER_BYTES:
-                return call(handlers[path], bundle, settings, body, True)
-            ran, result = pool.run_here(call, handlers[path], bundle, settings, body, True)
+        if size <= INLINE_SLOT_BYTES:
+            if state_for(bundle, settings) is None:
+                if size <= INLINE_RENDER_BYTES:
+                    return call(handlers[path], bundle, settings, body, True)
+                ran, result = pool.run_here(call, handlers[path], bundle, settings, body, True)
+            else:
+                try:
+                    ran, result = pool.run_here(_from_cache, call, handlers[path], bundle, settings,
+                                                body, True)
+                except NeedsWorker:  # media to fetch or process: the worker thread renders it
+                    ran = False
             if ran:
                 return result
         return await pool.run(call, handlers[path], bundle, settings, body, True)

@@ -8,15 +8,31 @@ Modules: :mod:`.registry` (families), :mod:`.media` (URL loading, SSRF-safe fetc
 """
 
 from .media import MediaFetchFailed
-from .prompt import MediaCollector, MediaResult, collector, expand, features, process_parts, state_for
+from .prompt import (
+    MediaCollector,
+    MediaResult,
+    NeedsWorker,
+    cached_only,
+    collector,
+    expand,
+    features,
+    is_cached_only,
+    plan_parts,
+    process_parts,
+    state_for,
+)
 
 __all__ = [
     "MediaCollector",
     "MediaFetchFailed",
     "MediaResult",
+    "NeedsWorker",
+    "cached_only",
     "collector",
     "expand",
     "features",
+    "is_cached_only",
+    "plan_parts",
     "process_parts",
     "state_for",
 ]

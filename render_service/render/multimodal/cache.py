@@ -38,6 +38,14 @@ class ByteBoundedCache(Generic[V]):
         """Bytes held."""
         return self._bytes
 
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is held (a plain check: no hit or miss counted, the order unchanged)."""
+        return key in self._items
+
+    def alias_of(self, reported: str) -> str:
+        """The key a reported hash (a client ``uuid``) names, ``reported`` itself if none."""
+        return self._aliases.get(reported, reported)
+
     def get(self, key: str, alias: bool = False) -> V | None:
         """The value under ``key`` (or, with ``alias``, under the reported hash ``key``)."""
         with self._lock:

@@ -6,13 +6,15 @@ object built, as vLLM 0.33's render does (reference multimodal.md §2–§7).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import blake3
 import numpy as np
 
-from ...errors import InvalidRequest
+from ...errors import InvalidRequest, RenderServiceError
 from ...models import ModelBundle
 from ...settings import Settings
 from . import hashing, image, resample, serde, video
@@ -333,12 +335,20 @@ LARGE_AT_ONCE = 2
 _LARGE = threading.BoundedSemaphore(LARGE_AT_ONCE)
 
 
-def _process(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer: Any) -> Processed:
-    """The processed item, from the cache when the same bytes were processed the same way."""
-    key = _key(spec, settings.mm_hasher_algorithm)
+def _process(
+    state: MultimodalState, spec: ItemSpec, key: str, settings: Settings, tokenizer: Any
+) -> Processed:
+    """The processed item, from the cache when the same bytes were processed the same way
+    (``key``: :func:`_key` of ``spec``).
+
+    Raises:
+        NeedsWorker: not cached, under :func:`cached_only`.
+    """
     hit = state.cache.get(key)
     if hit is not None:
         return hit
+    if is_cached_only():
+        raise NeedsWorker("a media item is not in the processed-media cache")
     large = spec.modality == "image" and image.header_pixels(spec.data) >= LARGE_IMAGE_PIXELS
     if large:
         _LARGE.acquire()
@@ -379,22 +389,76 @@ class MediaResult:
     hashes: list[str]
 
 
-def process_parts(
-    bundle: ModelBundle, settings: Settings, parts: list[MediaPart], extra: dict[str, Any]
-) -> MediaResult:
-    """Load, hash and process each media part (cached by content and settings).
+@dataclass(frozen=True, slots=True)
+class PlannedPart:
+    """One media part with what its processing needs: the reported hash (from a ``uuid``), and
+    for a part with a URL its loaded :class:`ItemSpec` and cache key (``None`` for uuid-only)."""
 
-    A ``uuid`` on a part is its reported hash when there are no hash factors (else the uuid is
-    hashed with them, as upstream); a part with a uuid and no URL must have been seen before.
+    part: MediaPart
+    reported: str | None
+    spec: ItemSpec | None
+    key: str | None
+
+
+class NeedsWorker(Exception):  # noqa: N818 - a signal to the caller, not an error of the request
+    """Raised under :func:`cached_only` where the render would do more than look its media up:
+    an item not in the processed-media cache, a URL other than ``data:`` (a fetch or file read),
+    a part whose loading fails (the ordinary render raises its error, in its order). The render
+    has had no side effect then: run it again, on a worker thread, without the flag."""
+
+
+_LOCAL = threading.local()
+
+
+@contextmanager
+def cached_only() -> Iterator[None]:
+    """Within the block, on this thread, a render may only serve media from the cache: anything
+    else raises :class:`NeedsWorker` before it is done. The render lane runs a vision model's
+    render this way on the event loop (a cached item costs a lookup, less than the hand-off to a
+    worker thread) and hands it to a worker on :class:`NeedsWorker`."""
+    _LOCAL.cached_only = True
+    try:
+        yield
+    finally:
+        _LOCAL.cached_only = False
+
+
+def is_cached_only() -> bool:
+    """Whether this thread is within :func:`cached_only`."""
+    return getattr(_LOCAL, "cached_only", False)
+
+
+def plan_parts(
+    bundle: ModelBundle, settings: Settings, parts: list[MediaPart], extra: dict[str, Any]
+) -> list[PlannedPart]:
+    """Each part's reported hash, loaded bytes and cache key (no processing). Under
+    :func:`cached_only` it checks that every item is in the cache, else :class:`NeedsWorker`.
 
     Raises:
-        InvalidRequest: untrusted kwargs, a bad URL / file / image / video, a uuid-only item not
-            seen before; MediaFetchFailed (502) when an http(s) fetch fails.
+        InvalidRequest / MediaFetchFailed: as :func:`process_parts`; under :func:`cached_only`
+            :class:`NeedsWorker` instead of any of them.
     """
     state = state_for(bundle, settings)
     assert state is not None
+    inline = is_cached_only()
+    try:
+        planned = list(_plan(state, settings, parts, extra, inline))
+    except RenderServiceError:
+        if inline:
+            raise NeedsWorker("a media part fails: the ordinary render answers it") from None
+        raise
+    if inline:
+        keys = [p.key if p.key is not None else state.cache.alias_of(p.reported or "") for p in planned]
+        if not all(key in state.cache for key in keys):
+            raise NeedsWorker("a media item is not in the processed-media cache")
+    return planned
+
+
+def _plan(state: MultimodalState, settings: Settings, parts: list[MediaPart], extra: dict[str, Any],
+          inline: bool) -> Iterator[PlannedPart]:
+    """The parts planned one at a time (:func:`process_parts` loads each just before processing it,
+    so errors come in the order they always came)."""
     req_proc, req_io = request_kwargs(settings, extra)
-    items, hashes = [], []
     for part in parts:
         proc = _scoped({**settings.mm_processor_kwargs, **req_proc}, part.modality)
         io_kw = {**(settings.media_io_kwargs.get(part.modality) or {}), **(req_io.get(part.modality) or {})}
@@ -413,8 +477,39 @@ def process_parts(
                 )
             )
         if part.url is None:
+            yield PlannedPart(part, reported, None, None)
+            continue
+        if inline and not part.url[:5].lower().startswith("data:"):
+            raise NeedsWorker("a media URL must be fetched or read")
+        spec = ItemSpec(part.modality, load_url(part.url, state.policy), proc, io_kw, factors)
+        yield PlannedPart(part, reported, spec, _key(spec, settings.mm_hasher_algorithm))
+
+
+def process_parts(
+    bundle: ModelBundle, settings: Settings, parts: list[MediaPart], extra: dict[str, Any],
+    planned: list[PlannedPart] | None = None,
+) -> MediaResult:
+    """Load, hash and process each media part (cached by content and settings); ``planned``:
+    :func:`plan_parts` of the same arguments, when the caller made it already.
+
+    A ``uuid`` on a part is its reported hash when there are no hash factors (else the uuid is
+    hashed with them, as upstream); a part with a uuid and no URL must have been seen before.
+
+    Raises:
+        InvalidRequest: untrusted kwargs, a bad URL / file / image / video, a uuid-only item not
+            seen before; MediaFetchFailed (502) when an http(s) fetch fails; NeedsWorker under
+            :func:`cached_only` (see :func:`plan_parts`).
+    """
+    state = state_for(bundle, settings)
+    assert state is not None
+    items, hashes = [], []
+    for p in planned if planned is not None else _plan(state, settings, parts, extra, is_cached_only()):
+        part, reported = p.part, p.reported
+        if p.spec is None or p.key is None:
             hit = state.cache.get(reported or "", alias=True)
             if hit is None:
+                if is_cached_only():
+                    raise NeedsWorker("a uuid-only item is not in the processed-media cache")
                 data_name = "images" if part.modality == "image" else f"{part.modality}s"
                 raise InvalidRequest(
                     f"Failed to apply {state.arch.processor_name} on data={{'{data_name}': [None]}} with "
@@ -424,10 +519,9 @@ def process_parts(
             items.append(hit)
             hashes.append(reported or hit.mm_hash)
             continue
-        spec = ItemSpec(part.modality, load_url(part.url, state.policy), proc, io_kw, factors)
-        processed = _process(state, spec, settings, bundle.tokenizer)
+        processed = _process(state, p.spec, p.key, settings, bundle.tokenizer)
         if reported is not None:
-            state.cache.put(_key(spec, settings.mm_hasher_algorithm), processed, alias=reported)
+            state.cache.put(p.key, processed, alias=reported)
         items.append(processed)
         hashes.append(reported or processed.mm_hash)
     return MediaResult(items, hashes)
