@@ -162,7 +162,7 @@ def sent(request) -> Iterator[dict[str, Counter[tuple[str, str, int]]]]:
     """Server ("plain", "parsers") -> (method, path, status) -> requests this fuzz test sent to it;
     afterwards checks, for each server, that the operation was fuzzed, a POST operation at the
     default budget (or more) with at least one POST request per example (README "Schema fuzzing":
-    235 for /detokenize, 642-1,267 for the other POST routes)."""
+    228 for /detokenize, 592-1,996 for the other POST routes)."""
     by_server: dict[str, Counter[tuple[str, str, int]]] = {config: Counter() for config, _ in SERVERS}
     yield by_server
     for config, counts in by_server.items():
