@@ -226,7 +226,7 @@ def test_openapi_is_valid_and_describes_real_request_bodies(serve):
         assert names <= set(schemas)
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions/derender"])
+@pytest.mark.parametrize("path", ["/detokenize"])
 def test_the_generation_patches_draw_identical_requests(api_schema, monkeypatch, path):
     """:func:`_cheaper_generation` changes only what drawing costs: the same derandomized hypothesis
     run draws the same requests (positive and negative) with the patches as with hypothesis as
