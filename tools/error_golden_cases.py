@@ -38,8 +38,12 @@ def _chat(**kw: Any) -> dict[str, Any]:
     return {"messages": USER, **kw}
 
 
+#: The served model name of both servers (vLLM's Messages request requires ``model``).
+MODEL = f"../shared/models/{FOLDER}"
+
+
 def _msgs(**kw: Any) -> dict[str, Any]:
-    return {"max_tokens": 16, "messages": USER, **kw}
+    return {"model": MODEL, "max_tokens": 16, "messages": USER, **kw}
 
 
 def _resp(**kw: Any) -> dict[str, Any]:
@@ -169,9 +173,10 @@ def _cases() -> list[tuple[str, str, str, Any]]:
     add("completion", "completion_logprobs_string", COMPL, {"prompt": "Hi", "logprobs": "x"})
     add("completion", "completion_suffix_int", COMPL, {"prompt": "Hi", "suffix": 5})
     # --- Anthropic Messages
-    add("messages", "msgs_max_tokens_missing", MSGS, {"messages": USER})
+    add("messages", "msgs_model_missing", MSGS, {"max_tokens": 16, "messages": USER})
+    add("messages", "msgs_max_tokens_missing", MSGS, {"model": MODEL, "messages": USER})
     add("messages", "msgs_max_tokens_string", MSGS, _msgs(max_tokens="x"))
-    add("messages", "msgs_messages_missing", MSGS, {"max_tokens": 16})
+    add("messages", "msgs_messages_missing", MSGS, {"model": MODEL, "max_tokens": 16})
     add("messages", "msgs_messages_string", MSGS, _msgs(messages="x"))
     add("messages", "msgs_role_bogus", MSGS, _msgs(messages=[{"role": "bogus", "content": "Hi"}]))
     add("messages", "msgs_content_int", MSGS, _msgs(messages=[{"role": "user", "content": 5}]))
@@ -241,6 +246,13 @@ def _cases() -> list[tuple[str, str, str, Any]]:
     add("body", "chat_body_not_json", CHAT, RAW(b"{"))
     add("body", "tok_body_list", TOK, [])
     add("body", "detok_body_string", DETOK, "x")
+    add("body", "compl_body_list", COMPL, [])
+    add("body", "msgs_body_list", MSGS, [])
+    add("body", "resp_body_list", RESP, [])
+    add("body", "dr_body_list", CHAT_DR, [])
+    add("body", "compl_dr_body_list", COMPL_DR, [])
+    add("body", "tok_body_not_json", TOK, RAW(b'{"prompt": '))
+    add("body", "chat_body_nan", CHAT, RAW(b'{"messages": [{"role": "user", "content": "Hi"}], "temperature": NaN}'))
     return out
 
 
