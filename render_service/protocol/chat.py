@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
 
 from .common import SamplingRequestFields
 
@@ -15,9 +14,9 @@ class ChatCompletionRequest(SamplingRequestFields):
 
     messages: list[Any]
     tools: list[Any] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tool_choice: Any = None  # checked by the render (vLLM 0.33 checks it before field validation)
     parallel_tool_calls: bool | None = True
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = None
     logprobs: bool | None = False
     top_logprobs: int | None = None
     reasoning_effort: str | None = None

@@ -71,24 +71,26 @@ ResponseFormatField = Annotated[dict[str, Any] | None, AfterValidator(check_resp
 
 
 class SamplingRequestFields(OpenAIBaseModel):
-    """Sampling fields shared by chat and completions requests (OpenAI + vLLM extras)."""
+    """Sampling fields shared by chat and completions requests (OpenAI + vLLM extras). Ranges
+    are checked by :func:`render_service.render.request.verify_sampling` (vLLM 0.33 checks them
+    in ``SamplingParams``, with its own wording), not here."""
 
     model: str | None = None
     request_id: str | None = None
-    n: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0)
-    top_p: float | None = Field(default=None, gt=0, le=1)
+    n: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
     top_k: int | None = None
-    min_p: float | None = Field(default=None, ge=0, le=1)
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    repetition_penalty: float | None = Field(default=None, gt=0)
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
     seed: int | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
-    min_tokens: int = Field(default=0, ge=0)
-    max_tokens: int | None = Field(default=None, ge=1)
+    min_tokens: int = 0
+    max_tokens: int | None = None
     prompt_logprobs: int | None = None
     logprob_token_ids: list[int] | None = None
     logit_bias: dict[str, float] | None = None
@@ -101,7 +103,7 @@ class SamplingRequestFields(OpenAIBaseModel):
     response_format: ResponseFormatField = None
     vllm_xargs: dict[str, Any] | None = None
     thinking_token_budget: int | None = None
-    stream_interval: int | None = Field(default=None, ge=1)
+    stream_interval: int | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     use_beam_search: bool = False

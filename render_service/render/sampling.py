@@ -246,7 +246,7 @@ def build(
         for name in ("top_p", "top_k", "min_p"):
             sp.pop(name, None)
         if sp.get("n", 1) > 1:  # vLLM ``SamplingParams._verify_greedy_sampling``
-            raise InvalidRequest(f"n must be 1 when using greedy sampling, got {sp['n']}.", param="n")
+            raise InvalidRequest(f"n must be 1 when using greedy sampling, got {sp['n']}.")
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     sp["stop"] = stop if settings.keep_stop_strings else []
     sp["stop_token_ids"] = list(dict.fromkeys(req.stop_token_ids or []))

@@ -46,7 +46,7 @@ from .auth import ApiKeyAuth, ensure_stream_state_keys
 from .lifecycle import install_drain_handler, settings_from_env
 from .limits import BodyLimits, BodySizeLimit, WorkerPool, check_body
 from .media_body import media_response
-from .observe import Observe
+from .observe import Observe, is_minted
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,9 @@ def _summary(value: Any) -> Any:
         return value if len(value) <= _MAX_INPUT else value[:_MAX_INPUT] + "...[truncated]"
     if isinstance(value, (bytes, bytearray)):
         return f"<{type(value).__name__} of {len(value)} bytes>"
+    if isinstance(value, dict) and is_minted(value.get("request_id")):
+        # a render body: the route added its ``request_id``; vLLM's error counts the body as sent
+        return f"<dict of {len(value) - 1} items>"
     if isinstance(value, (list, tuple, set, frozenset, dict)):
         return f"<{type(value).__name__} of {len(value)} items>"
     try:
@@ -160,6 +163,15 @@ async def read_json(request: Request) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        try:  # FastAPI's error (vLLM 0.33): the standard library's reason and character offset
+            json.loads(raw)
+        except json.JSONDecodeError as std:
+            raise RequestValidationError([{
+                "type": "json_invalid", "loc": ("body", std.pos), "msg": "JSON decode error",
+                "input": {}, "ctx": {"error": std.msg}}]) from None
+        except (UnicodeDecodeError, RecursionError):
+            pass
+        # valid only to the standard library (NaN, Infinity): not JSON, refused as before
         raise MalformedBody(f"1 validation error:\n  JSON decode error: {exc}") from None
 
 

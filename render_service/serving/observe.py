@@ -40,6 +40,13 @@ def new_request_id() -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
+def is_minted(value: object) -> bool:
+    """Whether ``value`` is a request id this process minted (:func:`new_request_id`, also as
+    ``resp_<id>``): the ``request_id`` a render route wrote into a body the client sent without one."""
+    return isinstance(value, str) and value.removeprefix("resp_").startswith(_ID_PREFIX) and len(
+        value.removeprefix("resp_")) == 32
+
+
 def client_request_id(scope: Scope) -> str | None:
     """The ``X-Request-Id`` header if present and sane (1–128 printable ASCII chars), else ``None``."""
     for name, value in scope.get("headers", ()):
