@@ -113,3 +113,21 @@ def vllm_error(message: str, parameter: str | None = None, value: Any = _UNSET) 
     extras = ([f"parameter={parameter}"] if parameter is not None else []) + (
         [f"value={value}"] if value is not _UNSET and value is not None else [])
     return InvalidRequest(f"{message} ({', '.join(extras)})" if extras else message, param=parameter)
+
+
+class RequestErrors(Exception):
+    """Pydantic-style errors gathered by hand (the members of a union body validated one by
+    one): ``errors`` are pydantic's error dicts, ``loc`` starting at ``"body"``. Answered as the
+    app answers a ``ValidationError`` (400 ``"Bad Request"``, vLLM 0.33's wording)."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(f"{len(errors)} validation errors")
+        self.errors = errors
+
+
+def union_errors(*failures: ValidationError) -> RequestErrors:
+    """The errors a union of body models answers when every member fails: each member's errors,
+    in member order, as ``body.<loc>`` (members named by no ``loc`` segment, as vLLM's
+    validator-wrapped request models are)."""
+    return RequestErrors([{**e, "loc": ("body", *e["loc"])} for exc in failures
+                          for e in exc.errors(include_url=False)])

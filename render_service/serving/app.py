@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import derender, render
 from ..derender.pipeline import pipeline_for
-from ..errors import MalformedBody, RenderServiceError, error_body, to_error_body
+from ..errors import MalformedBody, RenderServiceError, RequestErrors, error_body, to_error_body
 from ..fingerprint import config_fingerprint
 from ..models import ModelBundle, load_bundle
 from ..render.multimodal.serde import json_default
@@ -125,7 +125,7 @@ def sanitize(message: str) -> str:
     return message.strip()
 
 
-def validation_message(exc: ValidationError | RequestValidationError) -> tuple[str, str | None]:
+def validation_message(exc: ValidationError | RequestValidationError | RequestErrors) -> tuple[str, str | None]:
     """The message and ``param`` of a 400 for pydantic errors, as vLLM 0.33's validation handler
     writes them (``vllm/entrypoints/serve/exception_handling/handlers/validation.py``)::
 
@@ -138,7 +138,9 @@ def validation_message(exc: ValidationError | RequestValidationError) -> tuple[s
     listed, each cut at 1,000 characters. ``param`` is the first error's cleaned ``loc``. Bodies
     validated from the parsed dict get the ``body`` prefix FastAPI's own errors carry.
     """
-    if isinstance(exc, RequestValidationError):
+    if isinstance(exc, RequestErrors):
+        errors = exc.errors
+    elif isinstance(exc, RequestValidationError):
         errors = [dict(e) for e in exc.errors()]
     else:
         errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
@@ -226,8 +228,9 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
         message, param = validation_message(exc)
         return json_response(error_body(message, "Bad Request", 400, param), 400)
 
+    @app.exception_handler(RequestErrors)
     @app.exception_handler(ValidationError)
-    async def _validation(_: Request, exc: ValidationError) -> Response:
+    async def _validation(_: Request, exc: ValidationError | RequestErrors) -> Response:
         message, param = validation_message(exc)
         return json_response(error_body(message, "Bad Request", 400, param), 400)
 
