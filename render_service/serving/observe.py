@@ -41,10 +41,10 @@ def new_request_id() -> str:
 
 
 def is_minted(value: object) -> bool:
-    """Whether ``value`` is a request id this process minted (:func:`new_request_id`, also as
-    ``resp_<id>``): the ``request_id`` a render route wrote into a body the client sent without one."""
-    return isinstance(value, str) and value.removeprefix("resp_").startswith(_ID_PREFIX) and len(
-        value.removeprefix("resp_")) == 32
+    """Whether ``value`` is a request id this process minted (:func:`new_request_id`): the
+    ``request_id`` the chat, completions and Messages render routes write into a body the client
+    sent without one (the Responses route's ``resp_<id>`` is not: vLLM 0.33 adds one too)."""
+    return isinstance(value, str) and len(value) == 32 and value.startswith(_ID_PREFIX)
 
 
 def client_request_id(scope: Scope) -> str | None:
