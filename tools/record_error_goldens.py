@@ -39,12 +39,14 @@ GOLDEN = REPO / "tests" / "goldens" / "errors_qwen3.json"
 
 def send(client: httpx.Client, path: str, body: Any) -> tuple[int, Any]:
     """POST ``body`` (JSON, or the bytes of a :class:`RAW`) and return ``(status, parsed answer)``;
-    a connection the server drops without answering (vLLM on some bodies) is status 0."""
+    a connection the server drops without answering (vLLM on some bodies) is status 0. Each case
+    is sent on a fresh connection (after vLLM drops one, a kept-alive one would fail the next)."""
+    headers = {"connection": "close"}
     try:
         if isinstance(body, RAW):
-            r = client.post(path, content=bytes(body), headers={"content-type": "application/json"})
+            r = client.post(path, content=bytes(body), headers={**headers, "content-type": "application/json"})
         else:
-            r = client.post(path, json=body)
+            r = client.post(path, json=body, headers=headers)
     except httpx.TransportError as exc:
         return 0, {"no_answer": type(exc).__name__}
     try:

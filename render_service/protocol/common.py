@@ -49,25 +49,43 @@ class ResponseFormat(OpenAIBaseModel):
     json_schema: JsonSchemaResponseFormat | None = None
 
 
-_RESPONSE_FORMAT = TypeAdapter(ResponseFormat)
+class StructuralTagResponseFormat(OpenAIBaseModel):
+    """``response_format`` ``{"type": "structural_tag", "format": ...}`` (vLLM 0.33), a member of
+    its union here only for the errors a wrong ``response_format`` gets."""
+
+    type: Literal["structural_tag"]
+    format: Any
 
 
-def check_response_format(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Validate a ``response_format`` object against vLLM 0.33's shape, returning it unchanged
+class LegacyStructuralTagResponseFormat(OpenAIBaseModel):
+    """``response_format`` ``{"type": "structural_tag", "structures", "triggers"}`` (vLLM 0.33's
+    legacy shape), for the errors as :class:`StructuralTagResponseFormat`."""
+
+    type: Literal["structural_tag"]
+    structures: list[Any]
+    triggers: list[str]
+
+
+#: vLLM 0.33's ``AnyResponseFormat`` union, in its order.
+_RESPONSE_FORMAT = TypeAdapter(ResponseFormat | StructuralTagResponseFormat | LegacyStructuralTagResponseFormat)
+
+
+def check_response_format(value: Any) -> dict[str, Any] | None:
+    """Validate a ``response_format`` against vLLM 0.33's union of shapes, returning it unchanged
     (the render reads the plain dict). A ``structural_tag`` one is left to the render.
 
     Raises:
-        pydantic.ValidationError: wrong ``type``, ``json_schema`` not an object, no ``name``,
-            ``schema`` not an object (vLLM answers each with a 400 ``Bad Request`` naming the
-            same field).
+        pydantic.ValidationError: no object, wrong ``type``, ``json_schema`` not an object, no
+            ``name``, ``schema`` not an object: every union member's errors, as vLLM answers
+            (its FastAPI body reads objects ``from_attributes``).
     """
-    if value is not None and value.get("type") != "structural_tag":
-        _RESPONSE_FORMAT.validate_python(value)
+    if value is not None and not (isinstance(value, dict) and value.get("type") == "structural_tag"):
+        _RESPONSE_FORMAT.validate_python(value, from_attributes=True)
     return value
 
 
 #: A ``response_format`` field: the plain dict, checked by :func:`check_response_format`.
-ResponseFormatField = Annotated[dict[str, Any] | None, AfterValidator(check_response_format)]
+ResponseFormatField = Annotated[Any, AfterValidator(check_response_format)]
 
 
 class SamplingRequestFields(OpenAIBaseModel):

@@ -6,7 +6,9 @@ validate the bodies with these models, as vLLM 0.33 does (its errors: the same `
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, NonNegativeInt
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from .chat import ChatCompletionRequest
 
@@ -37,4 +39,4 @@ class DetokenizeRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str | None = None
-    tokens: list[NonNegativeInt]
+    tokens: list[Annotated[int, Field(ge=0, le=2**63 - 1)]]  # vLLM 0.33's bounds

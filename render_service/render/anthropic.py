@@ -292,7 +292,7 @@ def render_messages(bundle: ModelBundle, settings: Settings, body: Any) -> dict[
     """
     if not isinstance(body, dict):
         raise not_an_object(body)
-    req = AnthropicMessagesRequest.model_validate(body)
+    req = AnthropicMessagesRequest.model_validate(body, from_attributes=True)
     effort = (
         disabled_thinking_effort(bundle, settings)
         if req.thinking is not None and req.thinking.type == "disabled"

@@ -144,7 +144,7 @@ def render_chat(
     if not isinstance(body, dict):
         raise not_an_object(body)
     pre_check(body, "chat")
-    req = ChatCompletionRequest.model_validate(body)
+    req = ChatCompletionRequest.model_validate(body, from_attributes=True)  # as FastAPI reads bodies
     check_model(bundle, req.model)
     verify_sampling(req, req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens)
     top_logprobs = _check_chat(req, body, settings)

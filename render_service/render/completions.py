@@ -68,7 +68,7 @@ def render_completion(bundle: ModelBundle, settings: Settings, body: Any) -> lis
     if body.get("prompt_embeds") is not None:
         raise InvalidRequest("prompt_embeds is not supported by this render service", param="prompt_embeds")
     pre_check(body, "completion")
-    req = CompletionRequest.model_validate(body)
+    req = CompletionRequest.model_validate(body, from_attributes=True)
     check_model(bundle, req.model)
     verify_sampling(req, req.max_tokens)
     model = req.model  # copied from the request, as upstream (null when absent)

@@ -38,6 +38,8 @@ def pre_check(body: dict[str, Any], kind: str) -> None:
     if isinstance(rf, dict) and rf.get("type") == "json_schema" and rf.get("json_schema") is None:
         raise vllm_error("When response_format type is 'json_schema', the 'json_schema' field must be provided.",
                          "response_format")
+    if kind == "completion":
+        _pre_check_structured_outputs(body, "structured_outputs")
     if kind == "chat" and body.get("stream_options") and not body.get("stream"):
         raise vllm_error("Stream options can only be defined when `stream=True`.", "stream_options")
     top = "top_logprobs" if kind == "chat" else "logprobs"
@@ -58,6 +60,7 @@ def pre_check(body: dict[str, Any], kind: str) -> None:
     if kind == "chat":
         if k is not None and (k == -1 or k > 0) and not body.get("logprobs"):
             raise vllm_error("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs")
+        _pre_check_structured_outputs(body, None)
         _pre_check_tools(body)
         return
     if body.get("stream_options") and not body.get("stream"):
@@ -65,6 +68,20 @@ def pre_check(body: dict[str, Any], kind: str) -> None:
     prompt = body.get("prompt")
     if (prompt is None or prompt == "") and not body.get("prompt_embeds"):
         raise vllm_error("Either prompt or prompt_embeds must be provided and non-empty.", "prompt")
+
+
+def _pre_check_structured_outputs(body: dict[str, Any], parameter: str | None) -> None:
+    """vLLM 0.33 ``check_structured_outputs_count``: at most one of ``json`` / ``regex`` /
+    ``choice``, and (chat, ``parameter`` None) none of them beside a named ``tool_choice``."""
+    so = body.get("structured_outputs")
+    if not isinstance(so, dict):
+        return
+    count = sum(so.get(k) is not None for k in ("json", "regex", "choice"))
+    if count > 1:
+        raise vllm_error("You can only use one kind of constraints for structured outputs ('json', 'regex' "
+                         "or 'choice').", parameter)
+    if parameter is None and count and body.get("tool_choice", "none") not in ("none", "auto", "required"):
+        raise vllm_error("You can only either use constraints for structured outputs or tools, not both.")
 
 
 def _pre_check_tools(body: dict[str, Any]) -> None:

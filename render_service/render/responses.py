@@ -249,7 +249,7 @@ def render_responses(bundle: ModelBundle, settings: Settings, body: Any) -> dict
     """
     if not isinstance(body, dict):
         raise not_an_object(body)
-    req = ResponsesRequest.model_validate(body)
+    req = ResponsesRequest.model_validate(body, from_attributes=True)
     if req.previous_response_id is not None:
         raise StatelessOnly(
             "previous_response_id is not supported by the stateless render endpoint.",

@@ -29,7 +29,7 @@ def _tokenize_request(body: Any) -> TokenizeCompletionRequest | TokenizeChatRequ
     failures = {}
     for member in members:
         try:
-            return member.model_validate(body)
+            return member.model_validate(body, from_attributes=True)
         except ValidationError as exc:
             failures[member] = exc
     raise union_errors(failures[TokenizeCompletionRequest], failures[TokenizeChatRequest])
@@ -67,7 +67,7 @@ def detokenize(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, 
     """
     if not isinstance(body, dict):
         raise not_an_object(body)
-    req = DetokenizeRequest.model_validate(body)
+    req = DetokenizeRequest.model_validate(body, from_attributes=True)
     check_model(bundle, req.model)
     limit = token_id_limit(bundle)
     return {"prompt": tokenization.decode(bundle, [t for t in req.tokens if t < limit])}
