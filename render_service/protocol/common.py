@@ -67,7 +67,8 @@ class LegacyStructuralTagResponseFormat(OpenAIBaseModel):
 
 
 #: vLLM 0.33's ``AnyResponseFormat`` union, in its order.
-_RESPONSE_FORMAT = TypeAdapter(ResponseFormat | StructuralTagResponseFormat | LegacyStructuralTagResponseFormat)
+_RESPONSE_FORMAT: TypeAdapter[Any] = TypeAdapter(
+    ResponseFormat | StructuralTagResponseFormat | LegacyStructuralTagResponseFormat)
 
 
 def check_response_format(value: Any) -> dict[str, Any] | None:
