@@ -52,16 +52,14 @@ def resolve(tool_choice: Any, tools: list[dict[str, Any]] | None, settings: Sett
         if tool_choice == "auto":
             raise InvalidRequest(
                 '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
-                param="tool_choice",
             )
         desc = (
             f'function "{tool_choice["function"]["name"]}"' if isinstance(tool_choice, dict) else '"required"'
         )
-        raise InvalidRequest(f"tool_choice={desc} requires --tool-call-parser to be set", param="tool_choice")
+        raise InvalidRequest(f"tool_choice={desc} requires --tool-call-parser to be set")
     if tool_choice == "auto" and not settings.enable_auto_tool_choice:
         raise InvalidRequest(
             '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
-            param="tool_choice",
         )
     return tool_choice
 
