@@ -73,8 +73,14 @@ def record(url: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _without_id(answer: Any) -> Any:
+    """A render answer without its ``request_id`` (random on both servers)."""
+    return {k: v for k, v in answer.items() if k != "request_id"} if isinstance(answer, dict) else answer
+
+
 def differences(ours: tuple[int, Any], theirs: tuple[int, Any]) -> list[str]:
-    """What differs between two ``(status, answer)`` pairs: status, then each error field."""
+    """What differs between two ``(status, answer)`` pairs: status, then each error field (or the
+    whole answer but its random ``request_id``)."""
     out = []
     if ours[0] != theirs[0]:
         out.append(f"status {ours[0]} vs {theirs[0]}")
@@ -83,7 +89,7 @@ def differences(ours: tuple[int, Any], theirs: tuple[int, Any]) -> list[str]:
         for key in ("type", "param", "message", "code"):
             if a["error"].get(key) != b["error"].get(key):
                 out.append(f"{key}: ours {a['error'].get(key)!r}\n      vLLM {b['error'].get(key)!r}")
-    elif a != b:
+    elif _without_id(a) != _without_id(b):
         out.append(f"answer: ours {json.dumps(a)[:300]}\n      vLLM {json.dumps(b)[:300]}")
     return out
 
