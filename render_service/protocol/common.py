@@ -80,6 +80,9 @@ def check_response_format(value: Any) -> dict[str, Any] | None:
             ``name``, ``schema`` not an object: every union member's errors, as vLLM answers
             (its FastAPI body reads objects ``from_attributes``).
     """
+    if isinstance(value, dict) and value.get("type") in ("text", "json_object") \
+            and value.get("json_schema") is None:
+        return value  # what the union's first member certainly accepts (extra keys allowed)
     if value is not None and not (isinstance(value, dict) and value.get("type") == "structural_tag"):
         _RESPONSE_FORMAT.validate_python(value, from_attributes=True)
     return value
