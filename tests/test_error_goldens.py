@@ -40,12 +40,10 @@ DELIBERATE = {
 OPEN_STATUS = {"part_no_type": 200, "part_part_string": 200}
 
 #: vLLM's answer is a pydantic dump of a union of wire types ours validates with its own checks
-#: (the chat message roles, content parts and history tool calls; the OpenAI SDK's Responses input
+#: (the chat message roles and content parts; the OpenAI SDK's Responses input
 #: items, tools, tool choices and text formats): the same status, another body.
 STRUCTURAL = {
     "messages_int_item", "message_no_role", "message_role_int", "message_content_int",
-    "assistant_tool_calls_string", "history_call_no_function", "history_call_arguments_int",
-    "history_call_no_id",
     "part_unknown_type", "part_text_missing", "part_text_int", "part_image_url_int", "part_image_url_no_url",
     "resp_input_item_bogus", "resp_input_message_no_role", "resp_tools_no_name", "resp_tool_choice_bogus",
     "resp_text_format_bogus",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from collections.abc import Iterable
+
 from pydantic import AfterValidator, TypeAdapter
+from typing_extensions import Required, TypedDict
 
 from .common import OpenAIBaseModel, SamplingRequestFields
 
@@ -61,6 +64,61 @@ def _plainly_valid(tools: list[Any]) -> bool:
             if value is not None and type(value) is not kind:
                 return False
     return True
+
+
+# --- history tool calls: the OpenAI SDK's ``TypedDict`` param types vLLM 0.33 validates them with
+# (names and field order matter: a wrong call's errors name the members and list them in order)
+
+
+class Function(TypedDict, total=False):
+    """A function tool call's ``function``."""
+
+    arguments: Required[str]
+    name: Required[str]
+
+
+class ChatCompletionMessageFunctionToolCallParam(TypedDict, total=False):
+    """A function tool call in an assistant message."""
+
+    id: Required[str]
+    function: Required[Function]
+    type: Required[Literal["function"]]
+
+
+class Custom(TypedDict, total=False):
+    """A custom tool call's ``custom``."""
+
+    input: Required[str]
+    name: Required[str]
+
+
+class ChatCompletionMessageCustomToolCallParam(TypedDict, total=False):
+    """A custom tool call in an assistant message."""
+
+    id: Required[str]
+    custom: Required[Custom]
+    type: Required[Literal["custom"]]
+
+
+_TOOL_CALLS: TypeAdapter[Any] = TypeAdapter(
+    Iterable[ChatCompletionMessageFunctionToolCallParam | ChatCompletionMessageCustomToolCallParam])
+
+
+def check_tool_calls(calls: Any) -> None:
+    """Validate an assistant message's ``tool_calls`` as vLLM 0.33 does (an iterable of the SDK's
+    function | custom call types: a string iterates its characters), skipping plainly valid
+    function calls.
+
+    Raises:
+        pydantic.ValidationError: vLLM's errors, ``loc`` from the call's index
+            (``0.ChatCompletionMessageFunctionToolCallParam.type``).
+    """
+    if isinstance(calls, list) and all(
+        isinstance(c, dict) and isinstance(c.get("id"), str) and c.get("type") == "function"
+        and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str)
+        and isinstance(c["function"].get("arguments"), str) for c in calls):
+        return
+    list(_TOOL_CALLS.validate_python(calls))
 
 
 class ChatCompletionRequest(SamplingRequestFields):

@@ -40,6 +40,7 @@ from typing import Any
 import orjson
 
 from ..errors import InvalidRequest
+from ..protocol.chat import check_tool_calls
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
@@ -166,6 +167,7 @@ def _parse_arguments(raw: Any, where: str) -> Any:
 
 
 def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    check_tool_calls(calls)  # vLLM 0.33's errors for a call of a wrong shape
     if not isinstance(calls, list):
         raise InvalidRequest("tool_calls must be a list", param=where)
     parsed, raw = [], []
