@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic_core import InitErrorDetails, ValidationError
+
 
 class RenderServiceError(Exception):
     """Root of the service's errors. ``param`` names the offending request field, if any."""
@@ -90,3 +92,42 @@ def error_body(message: str, error_type: str, code: int, param: str | None = Non
 def to_error_body(exc: RenderServiceError) -> dict[str, Any]:
     """The upstream error body for one of our exceptions."""
     return error_body(exc.message, exc.error_type, exc.status_code, exc.param)
+
+
+def not_an_object(body: Any, *branches: tuple[str, ...]) -> ValidationError:
+    """The pydantic error vLLM 0.33 (FastAPI) answers a body that is not a JSON object with: one
+    ``model_attributes_type`` error per member of the route's body type, at ``branches`` (``()`` for
+    the body itself, ``("DerenderChatStreamRequest",)`` for a union member pydantic names). Raise it;
+    the app's validation handler writes it with the ``body`` prefix."""
+    return ValidationError.from_exception_data(
+        "body", [InitErrorDetails(type="model_attributes_type", loc=loc, input=body) for loc in branches or [()]]
+    )
+
+
+_UNSET: Any = object()
+
+
+def vllm_error(message: str, parameter: str | None = None, value: Any = _UNSET) -> InvalidRequest:
+    """A 400 worded as vLLM 0.33's ``VLLMValidationError`` prints itself: ``message``, then
+    ``(parameter=P, value=V)`` naming what is set (``param`` is ``parameter``). Raise it."""
+    extras = ([f"parameter={parameter}"] if parameter is not None else []) + (
+        [f"value={value}"] if value is not _UNSET and value is not None else [])
+    return InvalidRequest(f"{message} ({', '.join(extras)})" if extras else message, param=parameter)
+
+
+class RequestErrors(Exception):
+    """Pydantic-style errors gathered by hand (the members of a union body validated one by
+    one): ``errors`` are pydantic's error dicts, ``loc`` starting at ``"body"``. Answered as the
+    app answers a ``ValidationError`` (400 ``"Bad Request"``, vLLM 0.33's wording)."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(f"{len(errors)} validation errors")
+        self.errors = errors
+
+
+def union_errors(*failures: ValidationError) -> RequestErrors:
+    """The errors a union of body models answers when every member fails: each member's errors,
+    in member order, as ``body.<loc>`` (members named by no ``loc`` segment, as vLLM's
+    validator-wrapped request models are)."""
+    return RequestErrors([{**e, "loc": ("body", *e["loc"])} for exc in failures
+                          for e in exc.errors(include_url=False)])

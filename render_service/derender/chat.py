@@ -33,9 +33,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..errors import InvalidRequest
 from ..models import ModelBundle, check_model
 from ..protocol.derender import (
+    DERENDER_CHAT_BODY,
     ChatRequestFields,
     DerenderChatRequest,
     DerenderChatStreamRequest,
@@ -54,6 +57,7 @@ from .flow import (
     metrics_block,
     open_live,
     run_stream,
+    union_failure,
     usage_block,
 )
 from .pipeline import StepOutput, advance, pipeline_for
@@ -76,9 +80,13 @@ _VALIDATE_STREAM = DerenderChatStreamRequest.__pydantic_validator__.validate_pyt
 
 def derender_chat(bundle: ModelBundle, settings: Settings, body: Any) -> dict[str, Any]:
     """Chat derender; dispatches on ``body["stream"]``."""
-    if is_stream(body):
-        return _chat_stream(bundle, settings, _VALIDATE_STREAM(body))
-    return _chat_batch(bundle, settings, DerenderChatRequest.model_validate(body))
+    try:
+        req = _VALIDATE_STREAM(body) if is_stream(body) else DerenderChatRequest.model_validate(body)
+    except ValidationError:
+        raise union_failure(DERENDER_CHAT_BODY, body) from None
+    if isinstance(req, DerenderChatStreamRequest):
+        return _chat_stream(bundle, settings, req)
+    return _chat_batch(bundle, settings, req)
 
 
 # --- chat batch ---------------------------------------------------------------------------------
@@ -151,7 +159,7 @@ def _chat_batch(bundle: ModelBundle, settings: Settings, req: DerenderChatReques
     gen, chat = req.generate_response, req.chat_request
     check_count(len(gen.choices), "choices")
     if pipe.parser is not None and chat is None:
-        raise InvalidRequest(PARSER_NEEDS_REQUEST, param="chat_request")
+        raise InvalidRequest(PARSER_NEEDS_REQUEST)  # vLLM 0.33: no param
     prompt_ids = req.prompt_token_ids if req.prompt_token_ids is not None else gen.prompt_token_ids
     check_prompt_ids(bundle, settings, prompt_ids)
     for choice in gen.choices:
@@ -241,7 +249,7 @@ def _chat_stream(bundle: ModelBundle, settings: Settings, req: DerenderChatStrea
     check_model(bundle, req.model)
     pipe = pipeline_for(bundle, settings)
     if req.stream_state is None and pipe.parser is not None and req.chat_request is None:
-        raise InvalidRequest(PARSER_NEEDS_REQUEST_STREAM, param="chat_request")
+        raise InvalidRequest(PARSER_NEEDS_REQUEST_STREAM)
     return run_stream(
         bundle, settings, pipe, req, req.chat_request, chat_lp_limit(req.chat_request),
         object_name="chat.completion.chunk", shape=_delta_choice,

@@ -11,9 +11,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..errors import InvalidRequest
 from ..models import ModelBundle, check_model
 from ..protocol.derender import (
+    DERENDER_COMPLETION_BODY,
     CompletionRequestFields,
     DerenderCompletionRequest,
     DerenderCompletionStreamRequest,
@@ -31,6 +34,7 @@ from .flow import (
     is_stream,
     metrics_block,
     run_stream,
+    union_failure,
     usage_block,
 )
 from .pipeline import Pipeline, StepOutput, advance, pipeline_for
@@ -156,9 +160,14 @@ def derender_completion(bundle: ModelBundle, settings: Settings, body: Any) -> d
         InvalidRequest: validation, more than one choice per stream chunk, token lists over
             ``max_model_len``; InvalidStreamState: a bad ``stream_state``; UnknownModel (404).
     """
-    if is_stream(body):
-        return completion_stream(bundle, settings, DerenderCompletionStreamRequest.model_validate(body))
-    return completion_batch(bundle, settings, DerenderCompletionRequest.model_validate(body))
+    try:
+        req = (DerenderCompletionStreamRequest.model_validate(body) if is_stream(body)
+               else DerenderCompletionRequest.model_validate(body))
+    except ValidationError:
+        raise union_failure(DERENDER_COMPLETION_BODY, body) from None
+    if isinstance(req, DerenderCompletionStreamRequest):
+        return completion_stream(bundle, settings, req)
+    return completion_batch(bundle, settings, req)
 
 
 def open_completion_stream(

@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from ..errors import InvalidRequest, InvalidStreamState, RenderServiceError
 from ..models import ModelBundle, check_model
 from ..parsing import drops_special_text
@@ -350,14 +352,20 @@ def _stream_reply(
 
 
 def is_stream(body: Any) -> bool:
-    """Whether a derender body asks for streaming (``"stream": true``).
+    """Whether a derender body asks for streaming (``"stream": true``; a body that is no object
+    does not, and fails the batch model's validation)."""
+    return isinstance(body, dict) and body.get("stream") is True
 
-    Raises:
-        InvalidRequest: the body is not a JSON object.
-    """
-    if not isinstance(body, dict):
-        raise InvalidRequest("request body must be a JSON object")
-    return body.get("stream") is True
+
+def union_failure(union: TypeAdapter[Any], body: Any) -> Exception:
+    """The error of a derender body that failed the member it asked for: every member's errors,
+    validated as FastAPI validates vLLM 0.33's union body (``from_attributes``: a body that is no
+    object is ``model_attributes_type``). Raise it."""
+    try:
+        union.validate_python(body, from_attributes=True)
+    except ValidationError as exc:
+        return exc
+    return InvalidRequest("the body is neither a batch nor a streaming derender request")
 
 
 ChoiceShape = Callable[[StepOutput, GenerateChoice, StreamState], dict[str, Any]]

@@ -49,46 +49,70 @@ class ResponseFormat(OpenAIBaseModel):
     json_schema: JsonSchemaResponseFormat | None = None
 
 
-_RESPONSE_FORMAT = TypeAdapter(ResponseFormat)
+class StructuralTagResponseFormat(OpenAIBaseModel):
+    """``response_format`` ``{"type": "structural_tag", "format": ...}`` (vLLM 0.33), a member of
+    its union here only for the errors a wrong ``response_format`` gets."""
+
+    type: Literal["structural_tag"]
+    format: Any
 
 
-def check_response_format(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Validate a ``response_format`` object against vLLM 0.33's shape, returning it unchanged
+class LegacyStructuralTagResponseFormat(OpenAIBaseModel):
+    """``response_format`` ``{"type": "structural_tag", "structures", "triggers"}`` (vLLM 0.33's
+    legacy shape), for the errors as :class:`StructuralTagResponseFormat`."""
+
+    type: Literal["structural_tag"]
+    structures: list[Any]
+    triggers: list[str]
+
+
+#: vLLM 0.33's ``AnyResponseFormat`` union, in its order.
+_RESPONSE_FORMAT: TypeAdapter[Any] = TypeAdapter(
+    ResponseFormat | StructuralTagResponseFormat | LegacyStructuralTagResponseFormat)
+
+
+def check_response_format(value: Any) -> dict[str, Any] | None:
+    """Validate a ``response_format`` against vLLM 0.33's union of shapes, returning it unchanged
     (the render reads the plain dict). A ``structural_tag`` one is left to the render.
 
     Raises:
-        pydantic.ValidationError: wrong ``type``, ``json_schema`` not an object, no ``name``,
-            ``schema`` not an object (vLLM answers each with a 400 ``Bad Request`` naming the
-            same field).
+        pydantic.ValidationError: no object, wrong ``type``, ``json_schema`` not an object, no
+            ``name``, ``schema`` not an object: every union member's errors, as vLLM answers
+            (its FastAPI body reads objects ``from_attributes``).
     """
-    if value is not None and value.get("type") != "structural_tag":
-        _RESPONSE_FORMAT.validate_python(value)
+    if isinstance(value, dict) and value.get("type") in ("text", "json_object") \
+            and value.get("json_schema") is None:
+        return value  # what the union's first member certainly accepts (extra keys allowed)
+    if value is not None and not (isinstance(value, dict) and value.get("type") == "structural_tag"):
+        _RESPONSE_FORMAT.validate_python(value, from_attributes=True)
     return value
 
 
 #: A ``response_format`` field: the plain dict, checked by :func:`check_response_format`.
-ResponseFormatField = Annotated[dict[str, Any] | None, AfterValidator(check_response_format)]
+ResponseFormatField = Annotated[Any, AfterValidator(check_response_format)]
 
 
 class SamplingRequestFields(OpenAIBaseModel):
-    """Sampling fields shared by chat and completions requests (OpenAI + vLLM extras)."""
+    """Sampling fields shared by chat and completions requests (OpenAI + vLLM extras). Ranges
+    are checked by :func:`render_service.render.request.verify_sampling` (vLLM 0.33 checks them
+    in ``SamplingParams``, with its own wording), not here."""
 
     model: str | None = None
     request_id: str | None = None
-    n: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0)
-    top_p: float | None = Field(default=None, gt=0, le=1)
+    n: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
     top_k: int | None = None
-    min_p: float | None = Field(default=None, ge=0, le=1)
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    repetition_penalty: float | None = Field(default=None, gt=0)
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
     seed: int | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
-    min_tokens: int = Field(default=0, ge=0)
-    max_tokens: int | None = Field(default=None, ge=1)
+    min_tokens: int = 0
+    max_tokens: int | None = None
     prompt_logprobs: int | None = None
     logprob_token_ids: list[int] | None = None
     logit_bias: dict[str, float] | None = None
@@ -101,7 +125,7 @@ class SamplingRequestFields(OpenAIBaseModel):
     response_format: ResponseFormatField = None
     vllm_xargs: dict[str, Any] | None = None
     thinking_token_budget: int | None = None
-    stream_interval: int | None = Field(default=None, ge=1)
+    stream_interval: int | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     use_beam_search: bool = False

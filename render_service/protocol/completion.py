@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import NonNegativeInt
 
 from .common import SamplingRequestFields
 
@@ -11,9 +11,10 @@ class CompletionRequest(SamplingRequestFields):
     """An OpenAI completions request: ``prompt`` is a string, a list of strings, a list of ids or a
     list of id lists. ``max_tokens`` defaults to 16 (OpenAI)."""
 
-    prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = Field(default=16, ge=1)
-    logprobs: int | None = Field(default=None, ge=0)
+    # vLLM 0.33's union, in its order (a wrong prompt's errors list the members in this order)
+    prompt: list[NonNegativeInt] | list[list[NonNegativeInt]] | str | list[str]
+    max_tokens: int | None = 16
+    logprobs: int | None = None
     echo: bool = False
     suffix: str | None = None
     add_special_tokens: bool = True

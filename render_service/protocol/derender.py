@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, TypeAdapter, field_validator, model_validator
 
 from .common import ResponseFormatField
 
@@ -51,8 +51,16 @@ class GenerateChoice(WireModel):
     index: NonNegativeInt
     finish_reason: str | None = "stop"
     stop_reason: int | str | None = None
-    token_ids: list[NonNegativeInt] | None = None
+    token_ids: list[int] | None = None
     logprobs: GenerateLogProbs | None = None
+
+    @field_validator("token_ids")
+    @classmethod
+    def _non_negative(cls, ids: list[int] | None) -> list[int] | None:
+        """vLLM 0.33's check and wording (one ``value_error`` for the list, not one per id)."""
+        if ids is not None and any(t < 0 for t in ids):
+            raise ValueError("token_ids must not contain negative values")
+        return ids
 
 
 class GenerateStreamChoice(GenerateChoice):
@@ -216,6 +224,14 @@ class DerenderCompletionRequest(WireModel):
     prompt_token_ids: list[list[NonNegativeInt] | None] | None = None
     completion_request: CompletionRequestFields | None = None
 
+    @model_validator(mode="after")
+    def _prompt_tokens_length(self) -> DerenderCompletionRequest:
+        """vLLM 0.33 ``DerenderCompletionRequest._validate_prompt_tokens_length`` (its wording)."""
+        if self.prompt_tokens is not None and len(self.prompt_tokens) != len(self.generate_responses):
+            raise ValueError(f"prompt_tokens length ({len(self.prompt_tokens)}) must equal "
+                             f"generate_responses length ({len(self.generate_responses)})")
+        return self
+
 
 class DerenderCompletionStreamRequest(_DerenderStreamRequest):
     """``POST /v1/completions/derender`` with ``stream`` true (upstream §6.4)."""
@@ -308,3 +324,9 @@ class StreamState(BaseModel):
     rtok: list[int] = Field(default_factory=list, max_length=3)
     rhdr: list[int] = Field(default_factory=list, max_length=64)
     api: str = ""
+
+
+#: The body of each derender route as vLLM 0.33 types it, batch | stream: a body that fails the
+#: member it asks for (``stream``) is answered with every member's errors, as vLLM's union answers.
+DERENDER_CHAT_BODY: TypeAdapter[Any] = TypeAdapter(DerenderChatRequest | DerenderChatStreamRequest)
+DERENDER_COMPLETION_BODY: TypeAdapter[Any] = TypeAdapter(DerenderCompletionRequest | DerenderCompletionStreamRequest)

@@ -17,9 +17,9 @@ from .derender import GenerateTokensResponse, WireModel, _DerenderStreamRequest
 
 
 class Reasoning(OpenAIBaseModel):
-    """``reasoning``: ``effort`` (``none``/``minimal``/``low``/``medium``/``high``...)."""
+    """``reasoning``: ``effort``, one of vLLM 0.33's (the OpenAI SDK's) values."""
 
-    effort: str | None = None
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     summary: str | None = None
 
 

@@ -1,13 +1,14 @@
 """``/tokenize`` and ``/detokenize`` request bodies (vLLM 0.33 names), for the OpenAPI spec.
 
 The handlers (:func:`render_service.render.tokenize`, :func:`render_service.render.detokenize`)
-check these bodies themselves; these models describe the same shapes so schema-driven clients
-and fuzzers send them.
+validate the bodies with these models, as vLLM 0.33 does (its errors: the same ``loc`` and ``msg``).
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from .chat import ChatCompletionRequest
 
@@ -38,4 +39,4 @@ class DetokenizeRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str | None = None
-    tokens: list[int]
+    tokens: list[Annotated[int, Field(ge=0, le=2**63 - 1)]]  # vLLM 0.33's bounds

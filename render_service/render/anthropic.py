@@ -45,7 +45,7 @@ import jinja2.ext
 import jinja2.sandbox
 
 from ..api_tools import anthropic_tool_fields
-from ..errors import InvalidRequest, RenderServiceError
+from ..errors import InvalidRequest, RenderServiceError, not_an_object
 from ..models import ModelBundle
 from ..protocol.anthropic import AnthropicContentBlock, AnthropicMessagesRequest
 from ..settings import Settings
@@ -291,8 +291,8 @@ def render_messages(bundle: ModelBundle, settings: Settings, body: Any) -> dict[
         UnknownModel: ``model`` is not served.
     """
     if not isinstance(body, dict):
-        raise InvalidRequest("request body must be a JSON object")
-    req = AnthropicMessagesRequest.model_validate(body)
+        raise not_an_object(body)
+    req = AnthropicMessagesRequest.model_validate(body, from_attributes=True)
     effort = (
         disabled_thinking_effort(bundle, settings)
         if req.thinking is not None and req.thinking.type == "disabled"

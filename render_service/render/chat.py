@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, not_an_object
 from ..models import ModelBundle, check_model
-from ..protocol.chat import ChatCompletionRequest
+from ..protocol.chat import ChatCompletionRequest, check_tool_calls
 from ..protocol.common import asks_structured_output
 from ..settings import Settings
 from . import adjust, harmony, messages, sampling, tool_choice
 from .chat_prompt import ChatPrompt, chat_prompt, reasoning_ended, tool_output_is_guided_json
-from .request import base_id, check_common, check_logprobs, generate_request
+from .request import base_id, check_common, check_logprobs, generate_request, pre_check, verify_sampling
 
 CONTINUE_WITH_GENERATION_PROMPT = (
     "continue_final_message and add_generation_prompt are not compatible. Use continue_final_message "
@@ -142,15 +142,20 @@ def render_chat(
         UnknownModel: ``model`` is not served.
     """
     if not isinstance(body, dict):
-        raise InvalidRequest("request body must be a JSON object")
-    req = ChatCompletionRequest.model_validate(body)
+        raise not_an_object(body)
+    pre_check(body, "chat")
+    req = ChatCompletionRequest.model_validate(body, from_attributes=True)  # as FastAPI reads bodies
+    for message in req.messages:  # vLLM 0.33 reads history calls while it validates the request
+        if isinstance(message, dict) and message.get("role") == "assistant" and message.get("tool_calls"):
+            check_tool_calls(message["tool_calls"])
     check_model(bundle, req.model)
+    verify_sampling(req, req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens)
     top_logprobs = _check_chat(req, body, settings)
     if req.continue_final_message and body.get("add_generation_prompt") is None \
             and not harmony.uses_harmony(bundle.config):
         # vLLM 0.33: ``add_generation_prompt`` defaults to true, and the template renderer
         # (transformers ``apply_chat_template``) refuses the pair with this message
-        raise InvalidRequest(CONTINUE_WITH_GENERATION_PROMPT, param="continue_final_message")
+        raise InvalidRequest(CONTINUE_WITH_GENERATION_PROMPT)  # the template's error: no param
     tools = messages.validate_tools(req.tools)
     choice = tool_choice.resolve(req.tool_choice, tools, settings)
     template_tools = None if choice == "none" and settings.exclude_tools_when_tool_choice_none else tools

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import chat_template
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, vllm_error
 from ..models import ModelBundle, token_id_limit
 from ..parsing import parser_for
 from ..protocol.chat import ChatCompletionRequest
@@ -63,26 +63,27 @@ def check_ids(bundle: ModelBundle, ids: Any, param: str) -> list[int]:
     (:func:`render_service.models.token_id_limit`, vLLM 0.33's bound).
 
     Raises:
-        InvalidRequest: not a list, or an id outside the vocabulary (``param`` names the field).
+        InvalidRequest: not a list, a value that is no integer (pydantic's wording), or an id
+            outside the vocabulary, worded as vLLM 0.33's ``validate_token_ids``: the lowest id if
+            one is negative, else the highest (``Token id N is out of vocabulary
+            (parameter=P)``; JSON integers beyond 64 bits arrive as floats and are shown as sent).
     """
     if not isinstance(ids, list):
         raise InvalidRequest("token ids must be a list of integers", param=param)
     limit = token_id_limit(bundle)
+    low = high = None
     for tid in ids:
-        if not isinstance(tid, int) or isinstance(tid, bool) or not 0 <= tid < limit:
-            raise InvalidRequest(_bad_id_message(tid, limit), param=param)
+        bad = isinstance(tid, float) and tid.is_integer()  # an integer past 64 bits, as parsed
+        if bad:
+            tid = int(tid)
+        elif not isinstance(tid, int) or isinstance(tid, bool):
+            raise InvalidRequest(f"Input should be a valid integer, got {tid!r}", param=param)
+        if bad or not 0 <= tid < limit:
+            low = tid if low is None else min(low, tid)
+            high = tid if high is None else max(high, tid)
+    if low is not None:
+        raise vllm_error(f"Token id {low if low < 0 else high} is out of vocabulary", param)
     return list(ids)
-
-
-def _bad_id_message(tid: Any, vocab_size: int) -> str:
-    """The 400 text for one bad id: an integer outside the vocabulary (JSON integers beyond 64
-    bits arrive as floats from the body parser and are shown as the integer sent), or a value that
-    is no integer at all (pydantic's wording, as vLLM's ``list[int]`` field answers)."""
-    if isinstance(tid, float) and tid.is_integer():
-        tid = int(tid)
-    if isinstance(tid, int) and not isinstance(tid, bool):
-        return f"Token id {tid} is out of vocabulary (size {vocab_size})"
-    return f"Input should be a valid integer, got {tid!r}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, not_an_object, vllm_error
 from ..models import ModelBundle, check_model
 from ..protocol.completion import CompletionRequest
 from ..settings import Settings
 from ..tokens import tokenization
 from . import sampling
 from .chat_prompt import check_ids
-from .request import base_id, check_common, check_logprobs, generate_request
+from .request import base_id, check_common, check_logprobs, generate_request, pre_check, verify_sampling
 
 
 def _completion_prompts(bundle: ModelBundle, req: CompletionRequest) -> list[list[int]]:
@@ -28,12 +28,10 @@ def _completion_prompt_ids(bundle: ModelBundle, req: CompletionRequest) -> list[
     prompt = req.prompt
     if isinstance(prompt, str):
         if not prompt:  # vLLM refuses an empty text prompt before tokenizing (no BOS-only prompt)
-            raise InvalidRequest(
-                "Either prompt or prompt_embeds must be provided and non-empty.", param="prompt"
-            )
+            raise vllm_error("Either prompt or prompt_embeds must be provided and non-empty.", "prompt")
         return [tokenization.encode_text(bundle, prompt, add_special_tokens=req.add_special_tokens)]
     if not prompt:
-        raise InvalidRequest("prompt must not be empty", param="prompt")
+        raise vllm_error("You must pass at least one prompt", "prompt")
     if all(isinstance(p, int) for p in prompt):
         return [check_ids(bundle, prompt, "prompt")]
     out = []
@@ -66,11 +64,13 @@ def render_completion(bundle: ModelBundle, settings: Settings, body: Any) -> lis
         UnknownModel: ``model`` is not served.
     """
     if not isinstance(body, dict):
-        raise InvalidRequest("request body must be a JSON object")
+        raise not_an_object(body)
     if body.get("prompt_embeds") is not None:
         raise InvalidRequest("prompt_embeds is not supported by this render service", param="prompt_embeds")
-    req = CompletionRequest.model_validate(body)
+    pre_check(body, "completion")
+    req = CompletionRequest.model_validate(body, from_attributes=True)
     check_model(bundle, req.model)
+    verify_sampling(req, req.max_tokens)
     model = req.model  # copied from the request, as upstream (null when absent)
     check_common(req, body)
     if req.suffix is not None:

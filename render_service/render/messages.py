@@ -40,6 +40,7 @@ from typing import Any
 import orjson
 
 from ..errors import InvalidRequest
+from ..protocol.chat import check_tool_calls
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
@@ -166,6 +167,7 @@ def _parse_arguments(raw: Any, where: str) -> Any:
 
 
 def _tool_calls(calls: Any, where: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    check_tool_calls(calls)  # vLLM 0.33's errors for a call of a wrong shape
     if not isinstance(calls, list):
         raise InvalidRequest("tool_calls must be a list", param=where)
     parsed, raw = [], []
@@ -256,6 +258,10 @@ def developer_as_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": "system", "content": "\n\n".join(texts)}, *(m for m in out if m["role"] != "system")]
 
 
+#: vLLM 0.33's chat-template renderer's answer to ``messages: []`` (no ``param``).
+EMPTY_CONVERSATION = "Cannot apply chat template to an empty conversation. Provide at least one message."
+
+
 def normalize(messages: Any, content_format: str = "string", developer_role: bool = True,
               media: Any = None) -> Conversation:
     """Validate and normalise an OpenAI ``messages`` list (see module docstring);
@@ -266,8 +272,10 @@ def normalize(messages: Any, content_format: str = "string", developer_role: boo
         InvalidRequest: not a non-empty list of objects, unknown role, unsupported content part,
             malformed tool call or invalid arguments JSON (``param`` names the field).
     """
-    if not isinstance(messages, list) or not messages:
+    if not isinstance(messages, list):
         raise InvalidRequest("messages must be a non-empty list", param="messages")
+    if not messages:  # vLLM 0.33's chat-template renderer's refusal
+        raise InvalidRequest(EMPTY_CONVERSATION)
     primary: list[dict[str, Any]] = []
     normalised: list[tuple[dict[str, Any], list[dict[str, Any]] | None]] = []
     count = 0

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import InvalidRequest
+import math
+
+from ..errors import InvalidRequest, vllm_error
 from ..protocol.common import SamplingRequestFields
 from ..protocol.generate import GenerateRequest
 from ..settings import Settings
@@ -22,6 +24,124 @@ def base_id(body: dict[str, Any]) -> str:
     """The request id base: the body's ``request_id`` (set from ``X-Request-Id``), else a fresh uuid4 hex."""
     rid = body.get("request_id")
     return rid if isinstance(rid, str) and rid else uuid.uuid4().hex
+
+
+def pre_check(body: dict[str, Any], kind: str) -> None:
+    """The checks vLLM 0.33's chat / completions request models make on the raw body before
+    their fields are validated (its ``mode="before"`` model validators, in their order), so that
+    a body wrong in both ways gets vLLM's answer. ``kind`` is ``"chat"`` or ``"completion"``.
+
+    Raises:
+        InvalidRequest: worded as vLLM's ``VLLMValidationError`` (:func:`vllm_error`).
+    """
+    rf = body.get("response_format")
+    if isinstance(rf, dict) and rf.get("type") == "json_schema" and rf.get("json_schema") is None:
+        raise vllm_error("When response_format type is 'json_schema', the 'json_schema' field must be provided.",
+                         "response_format")
+    if kind == "completion":
+        _pre_check_structured_outputs(body, "structured_outputs")
+    if kind == "chat" and body.get("stream_options") and not body.get("stream"):
+        raise vllm_error("Stream options can only be defined when `stream=True`.", "stream_options")
+    top = "top_logprobs" if kind == "chat" else "logprobs"
+    for name in ("prompt_logprobs", top):
+        value = body.get(name)
+        if value is not None and not isinstance(value, (int, float)):
+            raise vllm_error(f"`{name}` must be an integer.", name, value)
+    prompt_logprobs = body.get("prompt_logprobs")
+    if prompt_logprobs is not None:
+        if body.get("stream") and (prompt_logprobs > 0 or prompt_logprobs == -1):
+            raise vllm_error("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs")
+        if prompt_logprobs < 0 and prompt_logprobs != -1:
+            raise vllm_error("`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs",
+                             prompt_logprobs)
+    k = body.get(top)
+    if k is not None and k < 0 and k != -1:
+        raise vllm_error(f"`{top}` must be a positive value or -1.", top, k)
+    if kind == "chat":
+        if k is not None and (k == -1 or k > 0) and not body.get("logprobs"):
+            raise vllm_error("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs")
+        _pre_check_structured_outputs(body, None)
+        _pre_check_tools(body)
+        return
+    if body.get("stream_options") and not body.get("stream"):
+        raise vllm_error("Stream options can only be defined when `stream=True`.", "stream_options")
+    prompt = body.get("prompt")
+    if (prompt is None or prompt == "") and not body.get("prompt_embeds"):
+        raise vllm_error("Either prompt or prompt_embeds must be provided and non-empty.", "prompt")
+
+
+def _pre_check_structured_outputs(body: dict[str, Any], parameter: str | None) -> None:
+    """vLLM 0.33 ``check_structured_outputs_count``: at most one of ``json`` / ``regex`` /
+    ``choice``, and (chat, ``parameter`` None) none of them beside a named ``tool_choice``."""
+    so = body.get("structured_outputs")
+    if not isinstance(so, dict):
+        return
+    count = sum(so.get(k) is not None for k in ("json", "regex", "choice"))
+    if count > 1:
+        raise vllm_error("You can only use one kind of constraints for structured outputs ('json', 'regex' "
+                         "or 'choice').", parameter)
+    if parameter is None and count and body.get("tool_choice", "none") not in ("none", "auto", "required"):
+        raise vllm_error("You can only either use constraints for structured outputs or tools, not both.")
+
+
+def _pre_check_tools(body: dict[str, Any]) -> None:
+    """vLLM 0.33 ``ChatCompletionRequest.check_tool_usage``: an empty ``tools``, a
+    ``tool_choice`` without ``tools`` or of another type than a string or object."""
+    if body.get("tools") == []:
+        raise vllm_error("`tools` must not be an empty array. Either provide at least one tool or omit "
+                         "the field entirely.", "tools")
+    choice = body.get("tool_choice")
+    if choice is None or choice == "none":
+        return
+    if body.get("tools") is None:
+        raise vllm_error("When using `tool_choice`, `tools` must be set.", "tool_choice")
+    if choice not in ("auto", "required") and not isinstance(choice, dict):
+        raise vllm_error(f'Invalid value for `tool_choice`: {choice}! Only named tools, "none", "auto" or '
+                         '"required" are supported.', "tool_choice")
+
+
+def verify_sampling(req: SamplingRequestFields, max_tokens: int | None) -> None:
+    """vLLM 0.33 ``SamplingParams._verify_args`` on the fields the request set, in its order and
+    wording (``param`` only where vLLM names one). ``max_tokens`` is the requested output bound
+    (``max_completion_tokens`` or ``max_tokens``).
+
+    Raises:
+        InvalidRequest: ``n`` below 1, a penalty, ``temperature``, ``top_p``, ``top_k``, ``min_p``,
+            ``max_tokens``, ``min_tokens`` or ``stream_interval`` out of range.
+    """
+    if req.n is not None and req.n < 1:
+        raise vllm_error(f"n must be at least 1, got {req.n}.")
+    for name in ("presence_penalty", "frequency_penalty"):
+        value = getattr(req, name)
+        if value is not None and not -2.0 <= value <= 2.0:
+            raise vllm_error(f"{name} must be in [-2, 2], got {float(value)}.")
+    rep = req.repetition_penalty
+    if rep is not None and not math.isfinite(rep):
+        raise vllm_error(f"repetition_penalty must be a finite number, got {float(rep)}.")
+    if rep is not None and rep <= 0.0:
+        raise vllm_error(f"repetition_penalty must be greater than zero, got {float(rep)}.")
+    t = req.temperature
+    if t is not None:
+        t = float(t)
+        if not math.isfinite(t):
+            raise vllm_error(f"temperature must be a finite number, got {t}.", "temperature", t)
+        if t < 0.0:
+            raise vllm_error(f"temperature must be non-negative, got {t}.", "temperature", t)
+        if t > 2.0:
+            raise vllm_error(f"temperature must be in [0, 2], got {t}.", "temperature", t)
+    if req.top_p is not None and not 0.0 < req.top_p <= 1.0:
+        raise vllm_error(f"top_p must be in (0, 1], got {float(req.top_p)}.", "top_p", float(req.top_p))
+    if req.top_k is not None and req.top_k < -1:
+        raise vllm_error(f"top_k must be 0 (disable), or at least 1, got {req.top_k}.")
+    if req.min_p is not None and not 0.0 <= req.min_p <= 1.0:
+        raise vllm_error(f"min_p must be in [0, 1], got {float(req.min_p)}.")
+    if max_tokens is not None and max_tokens < 1:
+        raise vllm_error(f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens", max_tokens)
+    if req.min_tokens < 0:
+        raise vllm_error(f"min_tokens must be greater than or equal to 0, got {req.min_tokens}.")
+    if req.stream_interval is not None and req.stream_interval < 1:
+        raise vllm_error(f"stream_interval must be at least 1, got {req.stream_interval}.",
+                         "stream_interval", req.stream_interval)
 
 
 def check_common(req: SamplingRequestFields, body: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ import uuid
 from typing import Any
 
 from ..api_tools import responses_tool_choice, responses_tools
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, not_an_object
 from ..models import ModelBundle
 from ..protocol.responses import ResponsesRequest
 from ..settings import Settings
@@ -248,8 +248,8 @@ def render_responses(bundle: ModelBundle, settings: Settings, body: Any) -> dict
         UnknownModel: ``model`` is not served.
     """
     if not isinstance(body, dict):
-        raise InvalidRequest("request body must be a JSON object")
-    req = ResponsesRequest.model_validate(body)
+        raise not_an_object(body)
+    req = ResponsesRequest.model_validate(body, from_attributes=True)
     if req.previous_response_id is not None:
         raise StatelessOnly(
             "previous_response_id is not supported by the stateless render endpoint.",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ContextLengthExceeded, InvalidRequest
+from ..errors import ContextLengthExceeded, InvalidRequest, vllm_error
 from ..models import ModelBundle
 from ..protocol.common import CONSTRAINTS, SamplingRequestFields
 from ..settings import Settings
@@ -155,10 +155,8 @@ def logit_bias(bias: dict[str, float] | None) -> dict[str, float] | None:
         except ValueError:
             invalid.append(token)
     if invalid:
-        raise InvalidRequest(
-            f"logit_bias contains key(s) that cannot be converted to integer token IDs: {invalid!r}",
-            param="logit_bias",
-        )
+        raise vllm_error(f"logit_bias contains key(s) that cannot be converted to integer token IDs: {invalid!r}",
+                         "logit_bias", invalid)
     return out
 
 
@@ -246,7 +244,7 @@ def build(
         for name in ("top_p", "top_k", "min_p"):
             sp.pop(name, None)
         if sp.get("n", 1) > 1:  # vLLM ``SamplingParams._verify_greedy_sampling``
-            raise InvalidRequest(f"n must be 1 when using greedy sampling, got {sp['n']}.", param="n")
+            raise InvalidRequest(f"n must be 1 when using greedy sampling, got {sp['n']}.")
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     sp["stop"] = stop if settings.keep_stop_strings else []
     sp["stop_token_ids"] = list(dict.fromkeys(req.stop_token_ids or []))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, vllm_error
 from ..settings import Settings
 from .messages import tool_names
 
@@ -29,38 +29,37 @@ def resolve(tool_choice: Any, tools: list[dict[str, Any]] | None, settings: Sett
     if tool_choice == "none":
         return "none"
     if not tools:
-        raise InvalidRequest("When using `tool_choice`, `tools` must be set.", param="tool_choice")
-    if isinstance(tool_choice, dict):
+        raise vllm_error("When using `tool_choice`, `tools` must be set.", "tool_choice")
+    if isinstance(tool_choice, dict):  # vLLM 0.33 ``ChatCompletionRequest.check_tool_usage``
         fn = tool_choice.get("function")
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise InvalidRequest(
-                f"Invalid `function` in `tool_choice`! {_USAGE}", param="tool_choice.function"
-            )
+        if not isinstance(fn, dict):
+            raise vllm_error(f"Invalid value for `function`: `{fn}` in `tool_choice`! {_USAGE}",
+                             "tool_choice.function")
+        if "name" not in fn:
+            raise vllm_error(f"Expected field `name` in `function` in `tool_choice`! {_USAGE}",
+                             "tool_choice.function.name")
+        if not isinstance(fn["name"], str) or not fn["name"]:
+            raise vllm_error(f"Invalid `name` in `function`: `{fn['name']}` in `tool_choice`! {_USAGE}",
+                             "tool_choice.function.name")
         if fn["name"] not in tool_names(tools):
-            raise InvalidRequest(
-                "The tool specified in `tool_choice` does not match any of the specified `tools`",
-                param="tool_choice",
-            )
+            raise vllm_error("The tool specified in `tool_choice` does not match any of the specified `tools`",
+                             "tool_choice")
     elif tool_choice not in ("auto", "required"):
-        raise InvalidRequest(
+        raise vllm_error(
             f'Invalid value for `tool_choice`: {tool_choice}! Only named tools, "none", "auto" or "required" '
-            "are supported.",
-            param="tool_choice",
-        )
+            "are supported.", "tool_choice")
     if settings.tool_call_parser is None:
         if tool_choice == "auto":
             raise InvalidRequest(
                 '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
-                param="tool_choice",
             )
         desc = (
             f'function "{tool_choice["function"]["name"]}"' if isinstance(tool_choice, dict) else '"required"'
         )
-        raise InvalidRequest(f"tool_choice={desc} requires --tool-call-parser to be set", param="tool_choice")
+        raise InvalidRequest(f"tool_choice={desc} requires --tool-call-parser to be set")
     if tool_choice == "auto" and not settings.enable_auto_tool_choice:
         raise InvalidRequest(
             '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
-            param="tool_choice",
         )
     return tool_choice
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
@@ -34,7 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import derender, render
 from ..derender.pipeline import pipeline_for
-from ..errors import MalformedBody, RenderServiceError, error_body, to_error_body
+from ..errors import MalformedBody, RenderServiceError, RequestErrors, error_body, to_error_body
 from ..fingerprint import config_fingerprint
 from ..models import ModelBundle, load_bundle
 from ..render.multimodal.serde import json_default
@@ -45,7 +46,7 @@ from .auth import ApiKeyAuth, ensure_stream_state_keys
 from .lifecycle import install_drain_handler, settings_from_env
 from .limits import BodyLimits, BodySizeLimit, WorkerPool, check_body
 from .media_body import media_response
-from .observe import Observe
+from .observe import Observe, is_minted
 
 logger = logging.getLogger(__name__)
 
@@ -63,21 +64,94 @@ def json_response(content: Any, status_code: int = 200, headers: dict[str, str] 
     return Response(body, status_code=status_code, media_type="application/json", headers=headers)
 
 
-def validation_message(exc: ValidationError | RequestValidationError) -> tuple[str, str | None]:
-    """Upstream-style message ``"N validation error(s):\\n  {...}"`` and the dotted ``param``."""
-    errors = exc.errors()
-    # Bodies are validated here from the parsed dict; upstream (FastAPI) paths start at "body".
-    prefix: tuple[str, ...] = () if isinstance(exc, RequestValidationError) else ("body",)
-    for err in errors:
-        err["loc"] = prefix + tuple(err.get("loc", ()))
-    lines = []
-    for err in errors[:10]:
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        inp = repr(err.get("input"))[:200]
-        lines.append(f"  {{'loc': {loc!r}, 'msg': {err.get('msg')!r}, 'input': {inp}}}")
+#: pydantic-core's schema-kind names that appear in an error's ``loc`` but name no request field
+#: (union branches and validator wrappers); vLLM 0.33's validation handler drops them, and every
+#: segment holding a bracket (``function-wrap[...]``), from ``loc`` and ``param``.
+_INTERNAL_LOC = frozenset((
+    "function-wrap function-after function-before function-plain json-or-python lax-or-strict chain "
+    "default nullable tagged-union union call arguments is-instance is-subclass callable str int "
+    "float bool bytes bytearray list tuple dict set frozenset complex none nonetype"
+).split())
+_BRACKETS = re.compile(r"[\[\]{}()]")
+_MAX_ERRORS, _MAX_INPUT, _MAX_ERROR = 10, 200, 1000
+
+
+def clean_loc(loc: tuple[Any, ...]) -> str:
+    """``loc`` as vLLM 0.33's ``param``: dotted, internal schema markers dropped (all of it if
+    only markers are left)."""
+    parts = [str(p) for p in loc if not (_BRACKETS.search(str(p)) or str(p).lower() in _INTERNAL_LOC)]
+    return ".".join(parts or [str(p) for p in loc])
+
+
+def _summary(value: Any) -> Any:
+    """An error's ``input`` as vLLM 0.33 prints it: strings cut at 200 characters, containers as
+    ``<list of N items>``, bytes as ``<bytes of N bytes>``, anything else as its ``str``."""
+    if isinstance(value, str):
+        return value if len(value) <= _MAX_INPUT else value[:_MAX_INPUT] + "...[truncated]"
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{type(value).__name__} of {len(value)} bytes>"
+    if isinstance(value, dict) and is_minted(value.get("request_id")):
+        # a render body: the route added its ``request_id``; vLLM's error counts the body as sent
+        return f"<dict of {len(value) - 1} items>"
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        return f"<{type(value).__name__} of {len(value)} items>"
+    try:
+        text = str(value)
+    except ValueError:  # an int too long for str()
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= _MAX_INPUT else text[:_MAX_INPUT] + "...[truncated]"
+
+
+def _one_error(err: dict[str, Any]) -> str:
+    err = dict(err)
+    if "input" in err:
+        err["input"] = _summary(err["input"])
+    err["loc"] = clean_loc(tuple(err.get("loc", ())))
+    text = str(err)
+    return text if len(text) <= _MAX_ERROR else text[:_MAX_ERROR] + "...[truncated]"
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+_TRACE = re.compile(r'\n?\s*File "[^"]+", line \d+, in \S+(\n\s+.*)?')
+_SYSTEM_PATH = re.compile(r"/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+")
+_FILE_PATH = re.compile(r"(?:/[\w\-]+)+/[\w\-]+\.\w+")
+
+
+def sanitize(message: str) -> str:
+    """Strip object addresses, traceback lines and file paths (``<path>``), as vLLM 0.33 does to
+    the messages of its validation errors."""
+    for pattern, repl in ((_ADDRESS, ">"), (_TRACE, ""), (_SYSTEM_PATH, "<path>"), (_FILE_PATH, "<path>")):
+        message = pattern.sub(repl, message)
+    return message.strip()
+
+
+def validation_message(exc: ValidationError | RequestValidationError | RequestErrors) -> tuple[str, str | None]:
+    """The message and ``param`` of a 400 for pydantic errors, as vLLM 0.33's validation handler
+    writes them (``vllm/entrypoints/serve/exception_handling/handlers/validation.py``)::
+
+        N validation error(s):
+          {'type': 'int_parsing', 'loc': 'body.max_tokens', 'msg': ..., 'input': 'x'}
+          ...and M more errors
+
+    Each error is pydantic's dict (``type``, ``loc``, ``msg``, ``input``, ``ctx`` when present, no
+    ``url``) with ``loc`` cleaned by :func:`clean_loc` and ``input`` summarised; at most 10 are
+    listed, each cut at 1,000 characters. ``param`` is the first error's cleaned ``loc``. Bodies
+    validated from the parsed dict get the ``body`` prefix FastAPI's own errors carry.
+    """
+    if isinstance(exc, RequestErrors):
+        errors = exc.errors
+    elif isinstance(exc, RequestValidationError):
+        errors = [dict(e) for e in exc.errors()]
+    else:
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+    if not errors:
+        return "Validation error", None
     noun = "error" if len(errors) == 1 else "errors"
-    param = ".".join(str(p) for p in errors[0].get("loc", ())) if errors else None
-    return f"{len(errors)} validation {noun}:\n" + "\n".join(lines), param
+    lines = [f"{len(errors)} validation {noun}:"]
+    lines += [f"  {_one_error(e)}" for e in errors[:_MAX_ERRORS]]
+    if len(errors) > _MAX_ERRORS:
+        lines.append(f"  ...and {len(errors) - _MAX_ERRORS} more {noun}")
+    return sanitize("\n".join(lines)), clean_loc(tuple(errors[0].get("loc", ())))
 
 
 async def read_json(request: Request) -> Any:
@@ -91,6 +165,15 @@ async def read_json(request: Request) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        try:  # FastAPI's error (vLLM 0.33): the standard library's reason and character offset
+            json.loads(raw)
+        except json.JSONDecodeError as std:
+            raise RequestValidationError([{
+                "type": "json_invalid", "loc": ("body", std.pos), "msg": "JSON decode error",
+                "input": {}, "ctx": {"error": std.msg}}]) from None
+        except (UnicodeDecodeError, RecursionError):
+            pass
+        # valid only to the standard library (NaN, Infinity): not JSON, refused as before
         raise MalformedBody(f"1 validation error:\n  JSON decode error: {exc}") from None
 
 
@@ -145,8 +228,9 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
         message, param = validation_message(exc)
         return json_response(error_body(message, "Bad Request", 400, param), 400)
 
+    @app.exception_handler(RequestErrors)
     @app.exception_handler(ValidationError)
-    async def _validation(_: Request, exc: ValidationError) -> Response:
+    async def _validation(_: Request, exc: ValidationError | RequestErrors) -> Response:
         message, param = validation_message(exc)
         return json_response(error_body(message, "Bad Request", 400, param), 400)
 

@@ -40,6 +40,13 @@ def new_request_id() -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
+def is_minted(value: object) -> bool:
+    """Whether ``value`` is a request id this process minted (:func:`new_request_id`): the
+    ``request_id`` the chat, completions and Messages render routes write into a body the client
+    sent without one (the Responses route's ``resp_<id>`` is not: vLLM 0.33 adds one too)."""
+    return isinstance(value, str) and len(value) == 32 and value.startswith(_ID_PREFIX)
+
+
 def client_request_id(scope: Scope) -> str | None:
     """The ``X-Request-Id`` header if present and sane (1–128 printable ASCII chars), else ``None``."""
     for name, value in scope.get("headers", ()):
