@@ -296,6 +296,25 @@ def _folders_named(values: Iterable[Any], folders: set[str], depth: int = 3) -> 
     return found
 
 
+_FOLDER_GROUP = pytest.StashKey[str]()
+"""The model folder an item was grouped by (:func:`pytest_collection_modifyitems`)."""
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last test of a folder's group on this process, drop that folder's
+    :func:`folder_memo` entries (test-only builds such as the tiktoken FastEncoder, 40-60 MB of
+    tables per folder that no bundle or server uses: the product's prompt encoder is fastokens
+    for every shared folder). The folder's tokenizer and bundles stay (:data:`MAX_MODELS`); a later
+    test that asks for an entry again rebuilds it (only ``Qwen--Qwen3-0.6B``'s encoder is asked
+    for outside its group). This keeps the worker holding the most folders under 3 GB."""
+    folder = item.stash.get(_FOLDER_GROUP, None)
+    if folder is None or (nextitem is not None and nextitem.stash.get(_FOLDER_GROUP, None) == folder):
+        return
+    if _EXTRAS.pop(str(MODELS / folder), None):
+        gc.collect()
+        _malloc_trim()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests parametrized with a ../shared/models folder name are grouped by that folder
@@ -312,6 +331,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         named = sorted(_folders_named(params.values(), folders))
         if named and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(named[0]))
+            item.stash[_FOLDER_GROUP] = named[0]
         marker = item.get_closest_marker("xdist_group")
         group = str(marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
         order.append((first.setdefault(group, i) if group else i, i))

@@ -11,19 +11,16 @@ from typing import Any
 
 import pytest
 from conftest import model_dir, shared_path
+from fast_tokenizer_support import MODEL_NAMES
 from tokenizers import Tokenizer
 
 from render_service.tokens import fastokens_encoder as fe
 from render_service.tokens.prefix_cache import CachedEncoder
 
-#: Three tokenizer families of ../shared/models (Qwen2 BPE with NFC, Llama 3, Mistral Tekken);
-#: the Qwen2.5/Qwen3 variants share the first one's rules. (gpt-oss's o200k agrees too, but
-#: loading it costs the suite ~3 s more.)
-FOLDERS = (
-    "Qwen--Qwen3-0.6B",
-    "meta-llama--Llama-3.1-8B-Instruct",
-    "mistralai--Mistral-Nemo-Instruct-2407",
-)
+#: Every shared folder with a tokenizer.json (Qwen2 BPE with NFC and its Qwen2.5/Qwen3/R1 variants,
+#: Llama 3, Mistral Tekken, gpt-oss o200k): the encoder checked is the one each folder's shared
+#: bundle built at load, so checking them all costs only the comparisons.
+FOLDERS = tuple(MODEL_NAMES)
 
 
 class HF:
@@ -57,11 +54,24 @@ def _texts(n: int) -> list[str]:
     return out
 
 
+def _built_for_the_bundle(folder: str) -> tuple[Any, fe.FastokensEncoder]:
+    """The folder's HF tokenizer and the encoder ``build_fastokens_encoder`` built from it for the
+    folder's shared bundle (its prompt encoder's background build: the product's own path), so
+    the fastokens tables and probes are built once per test process, not once more here."""
+    from derender_helpers import bundle
+
+    loaded = bundle(folder)
+    prompt_encoder = loaded.prompt_encoder
+    assert prompt_encoder.settled.wait(timeout=600)
+    enc = prompt_encoder.encoder
+    assert isinstance(enc, fe.FastokensEncoder), f"{folder}: the start-up build did not pick fastokens"
+    assert enc.added == loaded.tokenizer.get_added_vocab()
+    return loaded.tokenizer, enc
+
+
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_proven_encoder_matches_hf_on_real_and_random_text(folder: str) -> None:
-    tok = HF(folder)
-    enc = fe.build_fastokens_encoder(tok)
-    assert enc is not None
+    tok, enc = _built_for_the_bundle(folder)
     texts = _texts(200)
     # inside a chat-shaped prompt with the tokenizer's own added tokens, too
     marks = sorted(enc.added)[:3]

@@ -20,6 +20,7 @@ from fast_tokenizer_support import (
 )
 from hypothesis import HealthCheck, given, settings
 
+from render_service.tokens import prefix_cache
 from render_service.tokens.prefix_cache import (
     CachedEncoder,
     HFPieceEncoder,
@@ -173,9 +174,22 @@ def test_background_build_switches_to_fast_without_changing_ids():
     gives HF's ids before and after the swap (entries cached before it stay valid)."""
     tok = hf_tokenizer(QWEN3)
     text = "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nÅngström 'LL 1234 你好<|im_end|>\n"
-    enc = build_prompt_encoder(tok, background=True)
-    assert isinstance(enc, CachedEncoder)
-    before = enc.encode(text)
+    # the build is shared per tokenizer (prefix_cache._FASTEST): holding its lock keeps the
+    # background thread from swapping before ``before`` is encoded by HF
+    with prefix_cache._FASTEST_LOCK:
+        enc = build_prompt_encoder(tok, background=True)
+        assert isinstance(enc, CachedEncoder) and isinstance(enc.encoder, HFPieceEncoder)
+        before = enc.encode(text)
     assert enc.settled.wait(120)
     assert enc.encoder.__class__.__name__ == "FastokensEncoder"
     assert before == enc.encode(text) == enc.encode(text + "more")[: len(before)] == hf_ids(QWEN3, text)
+
+
+def test_encoders_of_one_tokenizer_share_the_fast_build():
+    """Two prompt encoders of one tokenizer object (bundles of one folder under other settings)
+    share one fast encoder (built and probed once), each with its own piece cache."""
+    tok = hf_tokenizer(QWEN3)
+    first, second = build_prompt_encoder(tok), build_prompt_encoder(tok, max_bytes=1024)
+    assert isinstance(first, CachedEncoder) and isinstance(second, CachedEncoder)
+    assert first.encoder is second.encoder is build_prompt_encoder(tok, max_bytes=0)
+    assert first._map is not second._map
