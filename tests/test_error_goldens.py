@@ -46,7 +46,6 @@ STRUCTURAL = {
     "messages_int_item", "message_no_role", "message_role_int", "message_content_int",
     "part_unknown_type", "part_text_missing", "part_text_int", "part_image_url_int", "part_image_url_no_url",
     "resp_input_item_bogus", "resp_input_message_no_role", "resp_tools_no_name", "resp_tool_choice_bogus",
-    "resp_text_format_bogus",
     "tok_messages_no_role",
 }
 

@@ -207,6 +207,24 @@ def _cases() -> list[tuple[str, str, str, Any]]:
     add("responses", "resp_text_format_bogus", RESP, _resp(text={"format": {"type": "bogus"}}))
     add("responses", "resp_reasoning_effort_bogus", RESP, _resp(reasoning={"effort": "bogus"}))
     add("responses", "resp_instructions_int", RESP, _resp(instructions=5))
+    # --- SamplingParams checks found by the newcomer check of stop 21 (vLLM 0.33 `_verify_args`)
+    add("chat_field", "min_tokens_above_max_tokens", CHAT, _chat(min_tokens=100, max_tokens=10))
+    add("chat_field", "min_tokens_above_max_completion_tokens", CHAT,
+        _chat(min_tokens=100, max_completion_tokens=10))
+    add("chat_field", "stop_empty_string_in_list", CHAT, _chat(stop=["", "x"]))
+    add("chat_field", "stop_empty_string", CHAT, _chat(stop=""))
+    add("chat_field", "bad_words_empty_string", CHAT, _chat(bad_words=[""]))
+    add("completion", "completion_min_tokens_above_max_tokens", COMPL,
+        {"prompt": "Hi", "min_tokens": 5, "max_tokens": 1})
+    add("completion", "completion_min_tokens_above_default_16", COMPL, {"prompt": "Hi", "min_tokens": 20})
+    add("completion", "completion_stop_empty_string", COMPL, {"prompt": "Hi", "stop": [""]})
+    add("messages", "msgs_stop_sequences_empty_string", MSGS, _msgs(stop_sequences=[""]))
+    # --- Responses text.format: the OpenAI SDK's union (name and schema required for json_schema)
+    add("responses", "resp_text_format_json_schema_bare", RESP, _resp(text={"format": {"type": "json_schema"}}))
+    add("responses", "resp_text_format_json_schema_no_name", RESP,
+        _resp(text={"format": {"type": "json_schema", "schema": {}}}))
+    add("responses", "resp_text_format_empty", RESP, _resp(text={"format": {}}))
+    add("responses", "resp_text_format_string", RESP, _resp(text={"format": "x"}))
     # --- /tokenize
     add("tokenize", "tok_empty", TOK, {})
     add("tokenize", "tok_prompt_int", TOK, {"prompt": 5})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .common import OpenAIBaseModel
 from .derender import GenerateTokensResponse, WireModel, _DerenderStreamRequest
@@ -23,13 +23,40 @@ class Reasoning(OpenAIBaseModel):
     summary: str | None = None
 
 
-class TextFormat(OpenAIBaseModel):
-    """``text.format``: ``text``, ``json_object`` or ``json_schema`` (``schema``, ``name``)."""
+class _SdkModel(BaseModel):
+    """A member of an OpenAI SDK union: unknown fields kept, and no model validator (an
+    ``OpenAIBaseModel``'s would name the member ``function-after[...]`` in error locations, where
+    vLLM 0.33's, the SDK's own models, show the class name)."""
 
-    type: Literal["text", "json_object", "json_schema"] = "text"
-    name: str | None = None
-    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class ResponseFormatText(_SdkModel):
+    """``text.format`` ``{"type": "text"}`` (the OpenAI SDK's ``ResponseFormatText``)."""
+
+    type: Literal["text"]
+
+
+class ResponseFormatTextJSONSchemaConfig(_SdkModel):
+    """``text.format`` ``json_schema``: ``name`` and ``schema`` required, as in the OpenAI SDK's
+    type of that name, which vLLM 0.33 validates with (a format without them is its 400)."""
+
+    name: str
+    schema_: dict[str, Any] = Field(alias="schema")
+    type: Literal["json_schema"]
+    description: str | None = None
     strict: bool | None = None
+
+
+class ResponseFormatJSONObject(_SdkModel):
+    """``text.format`` ``{"type": "json_object"}`` (the OpenAI SDK's ``ResponseFormatJSONObject``)."""
+
+    type: Literal["json_object"]
+
+
+#: ``text.format``: the OpenAI SDK's union in its order, so a bad format lists every member's
+#: errors under the member's name, as vLLM 0.33's 400 does.
+TextFormat = ResponseFormatText | ResponseFormatTextJSONSchemaConfig | ResponseFormatJSONObject
 
 
 class TextConfig(OpenAIBaseModel):

@@ -107,7 +107,8 @@ def verify_sampling(req: SamplingRequestFields, max_tokens: int | None) -> None:
 
     Raises:
         InvalidRequest: ``n`` below 1, a penalty, ``temperature``, ``top_p``, ``top_k``, ``min_p``,
-            ``max_tokens``, ``min_tokens`` or ``stream_interval`` out of range.
+            ``max_tokens``, ``min_tokens`` (also above ``max_tokens``) or ``stream_interval`` out of
+            range; an empty string in ``stop`` or ``bad_words``.
     """
     if req.n is not None and req.n < 1:
         raise vllm_error(f"n must be at least 1, got {req.n}.")
@@ -139,9 +140,17 @@ def verify_sampling(req: SamplingRequestFields, max_tokens: int | None) -> None:
         raise vllm_error(f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens", max_tokens)
     if req.min_tokens < 0:
         raise vllm_error(f"min_tokens must be greater than or equal to 0, got {req.min_tokens}.")
+    if max_tokens is not None and req.min_tokens > max_tokens:
+        raise vllm_error(f"min_tokens must be less than or equal to max_tokens={max_tokens}, "
+                         f"got {req.min_tokens}.")
     if req.stream_interval is not None and req.stream_interval < 1:
         raise vllm_error(f"stream_interval must be at least 1, got {req.stream_interval}.",
                          "stream_interval", req.stream_interval)
+    stops = [req.stop] if isinstance(req.stop, str) else (req.stop or [])
+    if any(not stop for stop in stops):
+        raise vllm_error("stop cannot contain an empty string.")
+    if req.bad_words and any(not word for word in req.bad_words):
+        raise vllm_error(f"bad_words cannot contain an empty string. Got bad_words={req.bad_words}")
 
 
 def check_common(req: SamplingRequestFields, body: dict[str, Any]) -> None:

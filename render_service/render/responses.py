@@ -36,7 +36,7 @@ from typing import Any
 from ..api_tools import responses_tool_choice, responses_tools
 from ..errors import InvalidRequest, not_an_object
 from ..models import ModelBundle
-from ..protocol.responses import ResponsesRequest
+from ..protocol.responses import ResponseFormatTextJSONSchemaConfig, ResponsesRequest
 from ..settings import Settings
 from .chat import render_chat
 from .harmony import _flat_text, uses_harmony
@@ -137,7 +137,7 @@ def structured_outputs(req: ResponsesRequest) -> dict[str, Any] | None:
         )
     if fmt.type == "json_object":
         return {"json_object": True}
-    if fmt.type == "json_schema" and fmt.schema_ is not None:
+    if isinstance(fmt, ResponseFormatTextJSONSchemaConfig):
         return {"json": fmt.schema_}
     return None
 
