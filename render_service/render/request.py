@@ -6,13 +6,12 @@ bounds) and its ``GenerateRequest`` (upstream-render-api.md §5).
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-
-import math
 
 from ..errors import InvalidRequest, vllm_error
 from ..protocol.common import SamplingRequestFields
@@ -36,8 +35,8 @@ def pre_check(body: dict[str, Any], kind: str) -> None:
     """
     rf = body.get("response_format")
     if isinstance(rf, dict) and rf.get("type") == "json_schema" and rf.get("json_schema") is None:
-        raise vllm_error("When response_format type is 'json_schema', the 'json_schema' field must be provided.",
-                         "response_format")
+        raise vllm_error("When response_format type is 'json_schema', the 'json_schema' field must be "
+                         "provided.", "response_format")
     if kind == "completion":
         _pre_check_structured_outputs(body, "structured_outputs")
     if kind == "chat" and body.get("stream_options") and not body.get("stream"):

@@ -35,7 +35,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import derender, render
 from ..derender.pipeline import pipeline_for
-from ..errors import MalformedBody, RenderServiceError, RequestErrors, error_body, to_error_body
+from ..errors import (MalformedBody, RenderServiceError, RequestErrors, error_body, to_error_body,
+                      union_errors)
 from ..fingerprint import config_fingerprint
 from ..models import ModelBundle, load_bundle
 from ..render.multimodal.serde import json_default
@@ -125,7 +126,9 @@ def sanitize(message: str) -> str:
     return message.strip()
 
 
-def validation_message(exc: ValidationError | RequestValidationError | RequestErrors) -> tuple[str, str | None]:
+def validation_message(
+    exc: ValidationError | RequestValidationError | RequestErrors,
+) -> tuple[str, str | None]:
     """The message and ``param`` of a 400 for pydantic errors, as vLLM 0.33's validation handler
     writes them (``vllm/entrypoints/serve/exception_handling/handlers/validation.py``)::
 
@@ -143,7 +146,7 @@ def validation_message(exc: ValidationError | RequestValidationError | RequestEr
     elif isinstance(exc, RequestValidationError):
         errors = [dict(e) for e in exc.errors()]
     else:
-        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+        errors = union_errors(exc).errors
     if not errors:
         return "Validation error", None
     noun = "error" if len(errors) == 1 else "errors"
