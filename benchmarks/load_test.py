@@ -180,6 +180,37 @@ def tree_rss_mb(pid: int | None) -> float | None:
     return round(total / 2**20, 1)
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by ``pid`` and its children."""
+    try:
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for p in procs:
+        try:
+            times = p.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def settle(pid: int, timeout: float = 120.0) -> None:
+    """Wait until the server's processes stop using CPU: ``/ready`` answers before the
+    background set-up (the fast encoder build in each worker) is done, and that one-time build
+    (~80 MB) landing inside the run would read as RSS growth under load."""
+    deadline = time.monotonic() + timeout
+    last = tree_cpu_s(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = tree_cpu_s(pid)
+        if now - last < 0.05:
+            return
+        last = now
+
+
 async def run(args: argparse.Namespace, pid: int | None) -> dict:
     """Drive traffic until the duration or request budget runs out; the report dict."""
     stats, rng = Stats(), random.Random(args.seed)
@@ -222,7 +253,8 @@ def rss_summary(rss: list[tuple[float, float | None]]) -> list[float | None]:
 
 
 def spawn(flags: list[str]) -> tuple[subprocess.Popen, str]:
-    """Start `python -m render_service serve` on a free loopback port; wait until /ready."""
+    """Start `python -m render_service serve` on a free loopback port; wait until /ready and its
+    background set-up is done (:func:`settle`)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -235,6 +267,7 @@ def spawn(flags: list[str]) -> tuple[subprocess.Popen, str]:
     while time.monotonic() < deadline:
         try:
             if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                settle(proc.pid)
                 return proc, url
         except httpx.HTTPError:
             time.sleep(0.2)
