@@ -23,7 +23,15 @@ from fastapi import FastAPI
 
 from render_service.errors import InvalidRequest
 from render_service.render import render_chat
-from render_service.render.multimodal import NeedsWorker, cached_only, is_cached_only, state_for
+from render_service.render.multimodal import (
+    NeedsWorker,
+    cached_only,
+    is_cached_only,
+    plan_parts,
+    reusing_plan,
+    state_for,
+)
+from render_service.render.multimodal.prompt import _LOCAL, MediaPart
 from render_service.serving import render_lane
 from render_service.serving.app import call_counting, create_app, json_response
 from render_service.serving.limits import BodyLimits
@@ -99,15 +107,40 @@ def test_cached_only_leaves_fetches_reads_and_bad_parts_to_the_worker(url: str) 
         render_chat(bundle, settings, _body(None, uuid="inline-never-seen"))
 
 
-def _app_with_recorder(settings: Settings) -> tuple[FastAPI, list[tuple[bool, bool]]]:
+def test_a_refused_attempt_hands_its_loaded_parts_to_the_worker_run() -> None:
+    settings = _settings()
+    bundle = shared_bundle(settings)
+    body = _body(_image_url("inline-plan"))
+    with cached_only(), pytest.raises(NeedsWorker) as refused:
+        render_chat(bundle, settings, body)
+    plan = refused.value.plan
+    assert plan is not None and len(plan) == 1 and plan[0].spec is not None and plan[0].key is not None
+    other = MediaPart("image", _image_url("inline-plan-other"), None, "messages[0].content[0]")
+    with reusing_plan(plan):
+        again = plan_parts(bundle, settings, [plan[0].part], {})
+        assert again[0].spec is plan[0].spec and again[0].key == plan[0].key  # not loaded again
+        loaded = plan_parts(bundle, settings, [other], {})  # another part: loaded as usual
+        assert loaded[0].spec is not None and loaded[0].spec.data != plan[0].spec.data
+        assert loaded[0].key != plan[0].key
+        reused = render_chat(bundle, settings, body)
+    assert getattr(_LOCAL, "plan", None) is None
+    ordinary = render_chat(bundle, settings, _body(_image_url("inline-plan")))  # now from the cache
+    assert _joined(reused) == _joined(ordinary) and reused["token_ids"] == ordinary["token_ids"]
+    with cached_only(), pytest.raises(NeedsWorker) as failed:  # a part that fails to load: no plan
+        render_chat(bundle, settings, _body("data:image/png;base64,@@not-base64@@"))
+    assert failed.value.plan is None
+
+
+def _app_with_recorder(settings: Settings) -> tuple[FastAPI, list[tuple[bool, bool, bool]]]:
     """The app, its lane's chat handler the real ``render_chat`` recording ``(on the calling
-    loop's thread, under cached_only)`` for every run."""
+    loop's thread, under cached_only, reusing a refused attempt's plan)`` for every run."""
     app = create_app(settings, shared_bundle(settings))
     loop_thread = threading.get_ident()  # asyncio.run below runs the loop on this thread
-    runs: list[tuple[bool, bool]] = []
+    runs: list[tuple[bool, bool, bool]] = []
 
     def recording(bundle: Any, s: Settings, body: Any) -> Any:
-        runs.append((threading.get_ident() == loop_thread, is_cached_only()))
+        runs.append((threading.get_ident() == loop_thread, is_cached_only(),
+                     getattr(_LOCAL, "plan", None) is not None))
         return render_chat(bundle, s, body)
 
     render_lane.install(app, {CHAT: recording}, settings, BodyLimits.from_settings(settings), call_counting,
@@ -127,7 +160,7 @@ def test_lane_renders_cached_media_on_the_loop_and_answers_as_the_full_stack() -
     async def full(scope: Any, receive: Any, send: Any) -> None:
         await FastAPI.__call__(app, scope, receive, send)
 
-    async def run() -> list[tuple[list[tuple[bool, bool]], httpx.Response]]:
+    async def run() -> list[tuple[list[tuple[bool, bool, bool]], httpx.Response]]:
         out = []
         async with app.router.lifespan_context(app):
             lane = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
@@ -140,10 +173,11 @@ def test_lane_renders_cached_media_on_the_loop_and_answers_as_the_full_stack() -
 
     answers = asyncio.run(run())
     (cold_runs, cold), (warm_runs, warm), (full_runs, whole), (big_runs, big), (big2_runs, big2) = answers
-    assert cold_runs == [(True, True), (False, False)]  # tried on the loop, rendered on a worker
-    assert warm_runs == [(True, True)]  # the cached turn: on the loop only
+    # tried on the loop, rendered on a worker with the parts the attempt loaded
+    assert cold_runs == [(True, True, False), (False, False, True)]
+    assert warm_runs == [(True, True, False)]  # the cached turn: on the loop only
     assert full_runs == []  # the full stack calls the app's own handler on its pool
-    assert big_runs == big2_runs == [(False, False)]
+    assert big_runs == big2_runs == [(False, False, False)]
     assert cold.status_code == warm.status_code == whole.status_code == big.status_code == 200
     assert cold.content == warm.content == whole.content
     assert len(cold.content) > 2_000_000 and big.content == big2.content

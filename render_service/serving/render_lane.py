@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..render.multimodal import NeedsWorker, cached_only, state_for
+from ..render.multimodal import NeedsWorker, cached_only, reusing_plan, state_for
 from . import metrics
 from .auth import GUARDED_PREFIXES, ApiKeyAuth
 from .fastlane import LaneApp, _read_body, _replay, accepted_json, log_post, whole_app
@@ -174,6 +174,13 @@ def _from_cache(call: Callable[..., Any], *args: Any) -> Any:
         return call(*args)
 
 
+def _with_plan(plan: Any, call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` reusing the media parts a refused :func:`_from_cache` attempt planned
+    (:func:`~render_service.render.multimodal.reusing_plan`: its decoded data URLs and keys)."""
+    with reusing_plan(plan):
+        return call(*args)
+
+
 def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], settings: Any,
             limits: BodyLimits, call: Callable[..., Any], answer: Answer) -> None:
     """Give the :class:`~.fastlane.LaneApp` ``app`` a :class:`RenderLane` for the render
@@ -182,6 +189,7 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
 
     async def run(path: str, body: Any, pool: WorkerPool, size: int) -> Any:
         bundle = app.state.bundle
+        plan = None
         if size <= INLINE_SLOT_BYTES:
             if state_for(bundle, settings) is None:
                 if size <= INLINE_RENDER_BYTES:
@@ -191,10 +199,12 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
                 try:
                     ran, result = pool.run_here(_from_cache, call, handlers[path], bundle, settings,
                                                 body, True)
-                except NeedsWorker:  # media to fetch or process: the worker thread renders it
-                    ran = False
+                except NeedsWorker as refused:  # media to fetch or process: a worker renders it
+                    ran, plan = False, refused.plan
             if ran:
                 return result
+        if plan is not None:  # the parts the attempt loaded and keyed are not loaded again
+            return await pool.run(_with_plan, plan, call, handlers[path], bundle, settings, body, True)
         return await pool.run(call, handlers[path], bundle, settings, body, True)
 
     app.render_lane = RenderLane(whole_app(app), frozenset(handlers), run, answer, app.state,

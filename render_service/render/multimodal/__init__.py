@@ -19,6 +19,7 @@ from .prompt import (
     is_cached_only,
     plan_parts,
     process_parts,
+    reusing_plan,
     state_for,
 )
 
@@ -34,5 +35,6 @@ __all__ = [
     "is_cached_only",
     "plan_parts",
     "process_parts",
+    "reusing_plan",
     "state_for",
 ]

@@ -404,7 +404,15 @@ class NeedsWorker(Exception):  # noqa: N818 - a signal to the caller, not an err
     """Raised under :func:`cached_only` where the render would do more than look its media up:
     an item not in the processed-media cache, a URL other than ``data:`` (a fetch or file read),
     a part whose loading fails (the ordinary render raises its error, in its order). The render
-    has had no side effect then: run it again, on a worker thread, without the flag."""
+    has had no side effect then: run it again, on a worker thread, without the flag.
+
+    ``plan``: when only processing is missing (every part loaded), the planned parts (data URLs
+    decoded, cache keys); run the worker's render under :func:`reusing_plan` of it so that it
+    does not decode and key them again (``None`` otherwise)."""
+
+    def __init__(self, reason: str, plan: list[PlannedPart] | None = None) -> None:
+        super().__init__(reason)
+        self.plan = plan
 
 
 _LOCAL = threading.local()
@@ -426,6 +434,32 @@ def cached_only() -> Iterator[None]:
 def is_cached_only() -> bool:
     """Whether this thread is within :func:`cached_only`."""
     return getattr(_LOCAL, "cached_only", False)
+
+
+@contextmanager
+def reusing_plan(plan: list[PlannedPart] | None) -> Iterator[None]:
+    """Within the block, on this thread, a render takes each media part's loaded bytes and
+    cache key from ``plan`` (:attr:`NeedsWorker.plan` of the same request's refused attempt)
+    where the part is the same (its URL, modality and processing/hash settings equal), instead of
+    decoding its data URL and hashing it again; any other part is loaded as usual."""
+    _LOCAL.plan = plan
+    try:
+        yield
+    finally:
+        _LOCAL.plan = None
+
+
+def _earlier(index: int, part: MediaPart, proc: dict[str, Any], io_kw: dict[str, Any],
+             factors: dict[str, Any]) -> tuple[ItemSpec, str] | None:
+    """The spec and key :func:`reusing_plan` holds for part ``index``, when it is the same part."""
+    plan: list[PlannedPart] | None = getattr(_LOCAL, "plan", None)
+    if plan is None or index >= len(plan):
+        return None
+    p = plan[index]
+    if (p.spec is None or p.key is None or p.part.url != part.url or p.spec.modality != part.modality
+            or p.spec.proc != proc or p.spec.io_kw != io_kw or p.spec.factors != factors):
+        return None
+    return p.spec, p.key
 
 
 def plan_parts(
@@ -450,7 +484,7 @@ def plan_parts(
     if inline:
         keys = [p.key if p.key is not None else state.cache.alias_of(p.reported or "") for p in planned]
         if not all(key in state.cache for key in keys):
-            raise NeedsWorker("a media item is not in the processed-media cache")
+            raise NeedsWorker("a media item is not in the processed-media cache", planned)
     return planned
 
 
@@ -459,7 +493,7 @@ def _plan(state: MultimodalState, settings: Settings, parts: list[MediaPart], ex
     """The parts planned one at a time (:func:`process_parts` loads each just before processing it,
     so errors come in the order they always came)."""
     req_proc, req_io = request_kwargs(settings, extra)
-    for part in parts:
+    for index, part in enumerate(parts):
         proc = _scoped({**settings.mm_processor_kwargs, **req_proc}, part.modality)
         io_kw = {**(settings.media_io_kwargs.get(part.modality) or {}), **(req_io.get(part.modality) or {})}
         factors: dict[str, Any] = {}
@@ -481,6 +515,10 @@ def _plan(state: MultimodalState, settings: Settings, parts: list[MediaPart], ex
             continue
         if inline and not part.url[:5].lower().startswith("data:"):
             raise NeedsWorker("a media URL must be fetched or read")
+        earlier = None if inline else _earlier(index, part, proc, io_kw, factors)
+        if earlier is not None:
+            yield PlannedPart(part, reported, *earlier)
+            continue
         spec = ItemSpec(part.modality, load_url(part.url, state.policy), proc, io_kw, factors)
         yield PlannedPart(part, reported, spec, _key(spec, settings.mm_hasher_algorithm))
 
