@@ -5,14 +5,16 @@ keep-alive connection (``http.client``, the lightest client), ``--reps`` times; 
 hundreds), per request.
 
     PYTHONPATH=. python -m benchmarks.multimodal_cached [--media rgb_640x480.jpg] [-n 300] [--reps 3]
-        [--payload tensors|none] [--text-only] [--cold]
+        [--payload tensors|none] [--text-only] [--cold] [--mm-cache-bytes N]
 
 Prints each repetition and the median, then the CPU per request of each server thread over one
 more round (the event loop is the process's first thread; a render on the worker pool shows as a
 second one). ``--payload none`` leaves the tensors out of the answer, ``--text-only`` sends the
 text part alone (the route's fixed cost), ``--cold`` makes each image unique (a nonce after the
-file's end). Run it from two checkouts one after the other to compare them (each starts the
-server of its own checkout). Not part of ``benchmarks.run``.
+file's end), ``--mm-cache-bytes`` is passed to the server (a small cache fills after a few cold
+items; from then on a cold item's payload reuses an evicted one's memory instead of fresh pages,
+as in a long-running server whose cache is full). Run it from two checkouts one after the other
+to compare them (each starts the server of its own checkout). Not part of ``benchmarks.run``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def main() -> None:
     ap.add_argument("--payload", choices=("tensors", "none"), default="tensors")
     ap.add_argument("--text-only", action="store_true")
     ap.add_argument("--cold", action="store_true")
+    ap.add_argument("--mm-cache-bytes", type=int, default=None)
     args = ap.parse_args()
     kind = "video" if args.media.endswith((".mp4", ".avi")) else "image"
     data = (SHARED / "data" / "media" / args.media).read_bytes()
@@ -69,7 +72,8 @@ def main() -> None:
         return orjson.dumps(b)
 
     fixed = body()
-    server = Server(str(MODEL), 1, [])
+    extra = [] if args.mm_cache_bytes is None else ["--mm-cache-bytes", str(args.mm_cache_bytes)]
+    server = Server(str(MODEL), 1, extra)
     try:
         server.settle()
         conn = http.client.HTTPConnection("127.0.0.1", server.port)
