@@ -10,24 +10,18 @@ and both servers that is well over 5,000 generated POST requests. One test per o
 xdist spreads them; both servers serve the same /openapi.json
 (``test_the_fuzzed_operations_are_all_of_the_schema`` checks), so each generated request is drawn
 once and sent to both servers (drawing is most of the cost: drawing it once per server drew the
-same requests twice); it is prepared once, as ``case.call`` prepares it, and the same bytes are
-written to a keep-alive connection per server (:func:`_send`). Each test counts what it sent per
-server (printed with ``-s``) and fails if its operation was not fuzzed on either. Run by hand
-with a larger value for a deeper search.
+same requests twice). Each test counts what it sent per server (printed with ``-s``) and fails if
+its operation was not fuzzed on either. Run by hand with a larger value for a deeper search.
 """
 
 from __future__ import annotations
 
 import functools
-import http.client
-import json
 import os
-import socketserver
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -35,8 +29,11 @@ import requests
 import schemathesis
 from conftest import examples
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import FlakyStrategyDefinition
+from hypothesis.internal.compat import add_note
 from hypothesis.internal.conjecture import choice as hypothesis_choice
 from hypothesis.internal.conjecture import data as hypothesis_data
+from hypothesis.strategies._internal import lazy as hypothesis_lazy
 from hypothesis.strategies._internal import strategies as hypothesis_strategies
 from openapi_spec_validator import validate
 from schemathesis.core import NotSet
@@ -65,9 +62,8 @@ OPERATIONS = tuple(("POST", path) for path in (
     "/v1/responses/derender", "/tokenize", "/detokenize")) + tuple(
     ("GET", path) for path in ("/health", "/ready", "/metrics", "/v1/models"))
 _SESSION = requests.Session()
-"""The requests session whose default headers every generated request carries (:func:`_prepared`
-sends what ``case.call(session=_SESSION)`` sends; ``test_the_lean_client_sends_what_case_call_sends``
-compares the two on the wire). ``trust_env`` off: the
+"""One keep-alive connection pool for every generated request of this process (``case.call``
+opens and closes a session, hence a TCP connection, per request otherwise). ``trust_env`` off: the
 requests go to 127.0.0.1 directly, never through a proxy named in the environment, and requests
 does not look up proxies and ~/.netrc again for every one of them (a tenth of the client's CPU)."""
 _SESSION.trust_env = False
@@ -82,105 +78,17 @@ def _drawn(case: Any) -> tuple[Any, ...]:
     return case.method, case.path, body, case.query, case.headers
 
 
-class _Wire:
-    """A keep-alive HTTP/1.1 connection (``http.client``) to one fuzzed server.
-
-    :func:`_send` prepares a generated request once with schemathesis' own serialisation
-    (``case.as_transport_kwargs``: URL, query, headers, JSON body) and requests'
-    ``Session.prepare_request`` (its default headers, body encoding, Content-Length), exactly
-    what ``case.call`` builds, and writes that method, path, headers and body to each server's
-    connection, as urllib3 writes them (``http.client`` adds ``Host``; requests' own
-    ``Accept-Encoding`` and ``Content-Length`` stand). ``case.call`` instead re-serialised the
-    case per server and went through schemathesis' transport, requests' adapter and urllib3's
-    pool (a tenth of a fuzz test's CPU). ``test_the_lean_client_sends_what_case_call_sends``
-    checks the bytes are the same. A connection the server closed while idle is reopened and
-    the request sent again, once (as requests does for a dropped keep-alive connection)."""
-
-    def __init__(self, base_url: str) -> None:
-        parts = urlsplit(base_url)
-        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
-        self.connection: http.client.HTTPConnection | None = None
-
-    def send(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> _Answer:
-        """Send one request and read the whole answer; the connection stays open for the next."""
-        for attempt in (0, 1):
-            if self.connection is None:
-                self.connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
-            try:
-                self.connection.request(method, path, body=body, headers=headers)
-                response = self.connection.getresponse()
-                answer = _Answer(response.status, response.getheader("content-type") or "", response.read())
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                self.connection.close()
-                self.connection = None
-                if attempt:
-                    raise
-                continue
-            if response.will_close:
-                self.connection.close()
-                self.connection = None
-            return answer
-        raise AssertionError("unreachable")
-
-
-class _Answer:
-    """A server's answer to one generated request: status, Content-Type, body bytes."""
-
-    __slots__ = ("status_code", "content_type", "content")
-
-    def __init__(self, status_code: int, content_type: str, content: bytes) -> None:
-        self.status_code, self.content_type, self.content = status_code, content_type, content
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", "replace")
-
-
-_WIRES: dict[str, _Wire] = {}
-
-
-_PREPARE = requests.Session()
-"""Prepares the requests :func:`_send` writes: schemathesis' transport empties the session's
-headers while it sends (it has put them into the request's own, at a lower priority), so this
-session has none; ``trust_env`` off as :data:`_SESSION`'s."""
-_PREPARE.headers = {}  # type: ignore[assignment]
-_PREPARE.trust_env = False
-
-
-def _prepared(case: Any, base_url: str) -> requests.PreparedRequest:
-    """The request ``case.call(base_url=..., session=_SESSION)`` sends for ``case``: schemathesis'
-    serialisation of the case with the session's headers under the case's own (as its requests
-    transport merges them), prepared by requests as that transport's ``session.request`` does."""
-    kwargs = case.as_transport_kwargs(base_url=base_url, headers=dict(_SESSION.headers))
-    fields = {key: kwargs[key] for key in ("method", "url", "headers", "params", "cookies", "json",
-                                            "data", "files", "auth") if key in kwargs}
-    return _PREPARE.prepare_request(requests.Request(**fields))
-
-
-def _send(case: Any, clients: list[tuple[str, httpx.Client]],
-          sent: dict[str, Counter[tuple[str, str, int]]]) -> None:
-    """Prepare ``case`` once and send the same request to every server in ``clients``
-    ((name, client) pairs); check each answer (:func:`_check`)."""
-    prepared = _prepared(case, str(clients[0][1].base_url))
-    body = prepared.body.encode() if isinstance(prepared.body, str) else prepared.body
-    headers = dict(prepared.headers)
-    for config, client in clients:
-        base_url = str(client.base_url)
-        wire = _WIRES.get(base_url)
-        if wire is None:
-            wire = _WIRES[base_url] = _Wire(base_url)
-        response = wire.send(prepared.method or case.method, prepared.path_url, body, headers)
-        _check(case, response, sent[config])
-
-
-def _check(case, response: _Answer, sent: Counter[tuple[str, str, int]]) -> None:
+def _check(case, client: httpx.Client, sent: Counter[tuple[str, str, int]]) -> None:
+    response = case.call(base_url=str(client.base_url), session=_SESSION)
     if DUMP:
         with open(DUMP, "a") as out:
             out.write(f"{_drawn(case)!r} {response.status_code}\n")
     sent[(case.method, case.path, response.status_code)] += 1
     assert response.status_code < 500, (case.method, case.path, case.body, response.text[:500])
-    if response.status_code >= 400 and response.content_type.startswith("application/json"):
-        err = json.loads(response.content)["error"]
+    ctype = response.headers.get("content-type") or [""]
+    ctype = ctype[0] if isinstance(ctype, list) else ctype
+    if response.status_code >= 400 and ctype.startswith("application/json"):
+        err = response.json()["error"]
         assert set(err) == {"message", "type", "param", "code"}
         assert err["code"] == response.status_code
 
@@ -295,17 +203,51 @@ def _constraints_key(original: Any) -> Any:
     return fast
 
 
+def _nested_draw(original: Any) -> Any:
+    """Hypothesis' ``ConjectureData.draw`` for a draw inside another (``depth > 0``, nearly every
+    draw of a request) without what only a top-level draw needs (two function-level imports, the
+    draw timers, observability); the same steps otherwise, in the same order: validate, mark an
+    empty strategy or too deep a draw invalid, unwrap a lazy strategy, one span under the
+    strategy's label around its ``do_draw``, a note on a ``FlakyStrategyDefinition``. A top-level
+    draw goes to hypothesis' own method."""
+
+    def draw(self: Any, strategy: Any, label: int | None = None, observe_as: str | None = None) -> Any:
+        if self.depth == 0:
+            return original(self, strategy, label, observe_as)
+        strategy.validate()
+        if strategy.is_empty:
+            self.mark_invalid(f"empty strategy {self!r}")
+        if self.depth >= hypothesis_data.MAX_DEPTH:
+            self.mark_invalid("max depth exceeded")
+        unwrapped = hypothesis_lazy.unwrap_strategies(strategy)
+        if label is None:
+            label = unwrapped.label
+        self.start_span(label=label)
+        try:
+            return unwrapped.do_draw(self)
+        except FlakyStrategyDefinition as err:
+            add_note(err, f"while drawing from {strategy!r}")
+            raise
+        finally:
+            self.stop_span()
+
+    draw.__wrapped__ = original  # type: ignore[attr-defined]
+    return draw
+
+
 @pytest.fixture(autouse=True)
 def _cheaper_generation(monkeypatch: pytest.MonkeyPatch) -> None:
     """While a test of this module runs, hypothesis draws with :func:`_one_of_draw`,
-    :func:`_recursive_property`, :func:`_mutator_groups` and :func:`_constraints_key`: the same
-    requests, drawn with less CPU (the stop before this
-    measured a fifth of generation re-validating strategies built per draw). Other modules' tests
-    draw with hypothesis as installed."""
+    :func:`_recursive_property`, :func:`_mutator_groups`, :func:`_constraints_key` and
+    :func:`_nested_draw`: the same requests, drawn with less CPU (the stop before this measured a
+    fifth of generation re-validating strategies built per draw). Other modules' tests draw with
+    hypothesis as installed."""
     monkeypatch.setattr(hypothesis_strategies.OneOfStrategy, "do_draw", _one_of_draw)
     monkeypatch.setattr(hypothesis_strategies, "recursive_property",
                         _recursive_property(hypothesis_strategies.recursive_property))
     monkeypatch.setattr(hypothesis_data.Spans, "mutator_groups", _FAST_MUTATOR_GROUPS)
+    monkeypatch.setattr(hypothesis_data.ConjectureData, "draw",
+                        _nested_draw(hypothesis_data.ConjectureData.draw))
     fast_key = _constraints_key(hypothesis_choice.choice_constraints_key)
     monkeypatch.setattr(hypothesis_data, "choice_constraints_key", fast_key)
     monkeypatch.setattr(hypothesis_choice, "choice_constraints_key", fast_key)
@@ -333,7 +275,8 @@ def _fuzz_test(method: str, path: str) -> Any:
     @schemathesis.pytest.from_fixture("api_schema").include(method=method, path=path).parametrize()
     @FUZZ
     def test(case, serve, sent):
-        _send(case, [(config, serve(**server)) for config, server in SERVERS], sent)
+        for config, server in SERVERS:
+            _check(case, serve(**server), sent[config])
 
     slug = path.strip("/").replace("/", "_")
     test.__name__ = test.__qualname__ = f"test_no_server_errors_{slug}_{method.lower()}_"
@@ -406,57 +349,3 @@ def test_the_generation_patches_draw_identical_requests(api_schema, monkeypatch,
     plain = draw_all()
     assert len(set(plain)) > 10, len(set(plain))
     assert patched == plain
-
-
-class _Recorder(socketserver.StreamRequestHandler):
-    """Records each HTTP/1.1 request's raw bytes (request line, headers, Content-Length body) in
-    ``server.requests`` and answers ``200`` with an empty JSON object, keeping the connection open."""
-
-    def handle(self) -> None:
-        while True:
-            head = b""
-            while not head.endswith(b"\r\n\r\n"):
-                line = self.rfile.readline()
-                if not line:
-                    return
-                head += line
-            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            self.server.requests.append(head + self.rfile.read(length))  # type: ignore[attr-defined]
-            self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                             b"content-length: 2\r\n\r\n{}")
-
-
-@pytest.mark.parametrize("path", ["/v1/chat/completions/render", "/v1/messages/derender"])
-def test_the_lean_client_sends_what_case_call_sends(api_schema, path):
-    """:func:`_send` writes the bytes ``case.call(session=_SESSION)`` writes for the same generated
-    request (request line, every header in order, body), for positive, negative and
-    syntax-fuzzed bodies: both are sent to a recording server on 127.0.0.1 and compared."""
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Recorder)
-    server.daemon_threads = True
-    server.requests = []  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    client = httpx.Client(base_url=base_url)
-    cases: list[Any] = []
-    for mode in GenerationMode:
-        @given(api_schema[path]["POST"].as_strategy(generation_mode=mode))
-        @settings(max_examples=25, derandomize=True, database=None, deadline=None,
-                  phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-        def collect(case):
-            cases.append(case)
-
-        collect()
-    try:
-        by_call, by_wire = [], []
-        for case in cases:
-            case.call(base_url=base_url, session=_SESSION)
-            by_call.append(server.requests.pop())
-            _send(case, [("plain", client)], {"plain": Counter()})
-            by_wire.append(server.requests.pop())
-    finally:
-        _WIRES.pop(base_url, None)
-        server.shutdown()
-        server.server_close()
-    assert len(by_call) > 25 and any(b"\r\n\r\n{" in raw for raw in by_call)
-    assert by_wire == by_call
