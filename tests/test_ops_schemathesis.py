@@ -16,6 +16,7 @@ its operation was not fuzzed on either. Run by hand with a larger value for a de
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import Counter
@@ -28,6 +29,11 @@ import requests
 import schemathesis
 from conftest import examples
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import FlakyStrategyDefinition
+from hypothesis.internal.compat import add_note
+from hypothesis.internal.conjecture import choice as hypothesis_choice
+from hypothesis.internal.conjecture import data as hypothesis_data
+from hypothesis.strategies._internal import lazy as hypothesis_lazy
 from hypothesis.strategies._internal import strategies as hypothesis_strategies
 from openapi_spec_validator import validate
 from schemathesis.core import NotSet
@@ -146,15 +152,105 @@ def _recursive_property(original: Any) -> Any:
     return fast
 
 
+def _mutator_groups(spans: Any) -> list[set[tuple[int, int]]]:
+    """Hypothesis' ``Spans.mutator_groups``: per span label (in first-seen order), the set of
+    ``(start, end)`` choice indices of its spans; only labels with two spans or more.
+
+    Hypothesis computes it with a ``SpanProperty`` visitor that builds two ``Span`` objects per
+    span to read ``start`` and ``end`` (a twelfth of a fuzz test's CPU: every example the
+    generate phase mutates asks for it). This reads the same values from ``starts_and_ends`` in
+    one pass over the same trail: a span starts at each trail record past ``TrailType.CHOICE``
+    (its label index is ``record - CHOICE - 1``), spans numbered in the order they start, as the
+    visitor numbers them; so the same groups, in the same order."""
+    starts, ends = spans.starts_and_ends
+    choice = int(hypothesis_data.TrailType.CHOICE)
+    groups: dict[int, set[tuple[int, int]]] = {}
+    index = 0
+    for record in spans.trail:
+        if record > choice:
+            key = (starts[index], ends[index])
+            group = groups.get(record - choice - 1)
+            if group is None:
+                groups[record - choice - 1] = {key}
+            else:
+                group.add(key)
+            index += 1
+    return [group for group in groups.values() if len(group) >= 2]
+
+
+_FAST_MUTATOR_GROUPS = functools.cached_property(_mutator_groups)
+_FAST_MUTATOR_GROUPS.__set_name__(hypothesis_data.Spans, "mutator_groups")
+_SORTED_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _constraints_key(original: Any) -> Any:
+    """Hypothesis' ``choice_constraints_key`` (the key that pools every primitive draw's
+    constraints dict) with the sorted key order of a non-numeric choice's constraints looked up
+    once per key set instead of sorted and walked by a generator on every draw: the same tuple
+    (the constraint values in sorted key order). Integer and float choices go to hypothesis'
+    own function."""
+
+    def fast(choice_type: str, constraints: Any) -> tuple[Any, ...]:
+        if choice_type == "integer" or choice_type == "float":
+            return original(choice_type, constraints)
+        names = tuple(constraints)
+        order = _SORTED_KEYS.get(names)
+        if order is None:
+            order = _SORTED_KEYS[names] = tuple(sorted(names))
+        return tuple([constraints[name] for name in order])
+
+    fast.__wrapped__ = original  # type: ignore[attr-defined]
+    return fast
+
+
+def _nested_draw(original: Any) -> Any:
+    """Hypothesis' ``ConjectureData.draw`` for a draw inside another (``depth > 0``, nearly every
+    draw of a request) without what only a top-level draw needs (two function-level imports, the
+    draw timers, observability); the same steps otherwise, in the same order: validate, mark an
+    empty strategy or too deep a draw invalid, unwrap a lazy strategy, one span under the
+    strategy's label around its ``do_draw``, a note on a ``FlakyStrategyDefinition``. A top-level
+    draw goes to hypothesis' own method."""
+
+    def draw(self: Any, strategy: Any, label: int | None = None, observe_as: str | None = None) -> Any:
+        if self.depth == 0:
+            return original(self, strategy, label, observe_as)
+        strategy.validate()
+        if strategy.is_empty:
+            self.mark_invalid(f"empty strategy {self!r}")
+        if self.depth >= hypothesis_data.MAX_DEPTH:
+            self.mark_invalid("max depth exceeded")
+        unwrapped = hypothesis_lazy.unwrap_strategies(strategy)
+        if label is None:
+            label = unwrapped.label
+        self.start_span(label=label)
+        try:
+            return unwrapped.do_draw(self)
+        except FlakyStrategyDefinition as err:
+            add_note(err, f"while drawing from {strategy!r}")
+            raise
+        finally:
+            self.stop_span()
+
+    draw.__wrapped__ = original  # type: ignore[attr-defined]
+    return draw
+
+
 @pytest.fixture(autouse=True)
 def _cheaper_generation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """While a test of this module runs, hypothesis draws with :func:`_one_of_draw` and
-    :func:`_recursive_property`: the same requests, drawn with less CPU (the stop before this
-    measured a fifth of generation re-validating strategies built per draw). Other modules' tests
-    draw with hypothesis as installed."""
+    """While a test of this module runs, hypothesis draws with :func:`_one_of_draw`,
+    :func:`_recursive_property`, :func:`_mutator_groups`, :func:`_constraints_key` and
+    :func:`_nested_draw`: the same requests, drawn with less CPU (the stop before this measured a
+    fifth of generation re-validating strategies built per draw). Other modules' tests draw with
+    hypothesis as installed."""
     monkeypatch.setattr(hypothesis_strategies.OneOfStrategy, "do_draw", _one_of_draw)
     monkeypatch.setattr(hypothesis_strategies, "recursive_property",
                         _recursive_property(hypothesis_strategies.recursive_property))
+    monkeypatch.setattr(hypothesis_data.Spans, "mutator_groups", _FAST_MUTATOR_GROUPS)
+    monkeypatch.setattr(hypothesis_data.ConjectureData, "draw",
+                        _nested_draw(hypothesis_data.ConjectureData.draw))
+    fast_key = _constraints_key(hypothesis_choice.choice_constraints_key)
+    monkeypatch.setattr(hypothesis_data, "choice_constraints_key", fast_key)
+    monkeypatch.setattr(hypothesis_choice, "choice_constraints_key", fast_key)
 
 
 @pytest.fixture
