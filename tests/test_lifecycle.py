@@ -178,3 +178,24 @@ def test_crashed_worker_is_replaced_while_serving(proc):
     assert 'render_service_requests_total{endpoint="/v1/models",method="GET",status="200"}' in text
     # live gauges are summed over live workers only: 2 workers x 4 threads, the dead one forgotten
     assert "render_service_worker_threads 8.0" in text.splitlines()
+
+
+def test_a_stop_during_the_fast_encoder_build_exits_0_without_waiting_for_it():
+    """After a graceful stop, a still-running start-up build thread (here one that would sleep for
+    10 minutes) does not hold the exit: the process exits 0 at once, after its atexit handlers
+    ran and its output was flushed; with no build running the call returns."""
+    code = (
+        "import atexit, threading, time\n"
+        "from render_service.serving.server import exit_unless_building_done\n"
+        "from render_service.tokens.prefix_cache import BUILD_THREAD\n"
+        "exit_unless_building_done()\n"
+        "print('no build: returned', flush=True)\n"
+        "atexit.register(print, 'atexit ran')\n"
+        "threading.Thread(target=time.sleep, args=(600,), name=BUILD_THREAD).start()\n"
+        "print('unflushed', end='')\n"
+        "exit_unless_building_done()\n"
+        "print('not reached')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["no build: returned", "unflushedatexit ran"]

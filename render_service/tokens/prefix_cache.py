@@ -353,6 +353,9 @@ def _added_tokens(tokenizer: Any) -> list[dict[str, Any]] | None:
              "rstrip": t.rstrip, "single_word": t.single_word} for i, t in sorted(decoder().items())]
 
 
+BUILD_THREAD = "fast-tokenizer-build"
+"""Name of the background thread of ``build_prompt_encoder(..., background=True)``."""
+
 _FASTEST: weakref.WeakKeyDictionary[Any, PieceEncoder | None] = weakref.WeakKeyDictionary()
 """tokenizer → its :func:`_fastest` encoder (``None``: none shown identical), kept while the
 tokenizer lives: bundles of one tokenizer under several settings share the encoder's tables
@@ -437,7 +440,7 @@ def build_prompt_encoder(
             # Not a daemon: at exit the interpreter waits for the build instead of stopping the
             # thread inside native code (fastokens / tiktoken), which aborts the process (SIGABRT,
             # "FATAL: exception not rethrown") when a server is stopped during its start-up build.
-            target=_upgrade, args=(cached, tokenizer, proof_cache), name="fast-tokenizer-build", daemon=False
+            target=_upgrade, args=(cached, tokenizer, proof_cache), name=BUILD_THREAD, daemon=False
         ).start()
         return cached
     found = _fastest(tokenizer, proof_cache)
