@@ -199,3 +199,28 @@ def test_a_stop_during_the_fast_encoder_build_exits_0_without_waiting_for_it():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["no build: returned", "unflushedatexit ran"]
+
+
+def test_sigterm_during_start_up_exits_0_without_finishing_it():
+    """SIGTERM while the app is starting (the model still loading, nothing served yet): the process
+    exits 0 at once instead of finishing the start-up first; it never reports start-up complete."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    popen = subprocess.Popen([sys.executable, "-m", "render_service", "serve", "--port", str(_free_port())],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in popen.stderr:  # uvicorn logs this right before the app's start-up (lifespan) runs
+            seen.append(line)
+            if "Waiting for application startup" in line:
+                break
+        assert popen.poll() is None, "".join(seen)[-3000:]
+        time.sleep(0.3)  # inside the start-up: loading the model alone takes seconds of CPU
+        popen.send_signal(signal.SIGTERM)
+        rest = popen.stderr.read()
+        assert popen.wait(60) == 0, rest[-3000:]
+    finally:
+        if popen.poll() is None:
+            popen.kill()
+            popen.wait()
+    assert "SIGTERM during start-up: exiting now" in rest and "startup complete" not in rest, rest[-3000:]

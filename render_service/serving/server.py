@@ -16,19 +16,17 @@
 
 from __future__ import annotations
 
-import atexit
 import glob
 import logging
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 from typing import Any
 
 from ..settings import Settings
-from .lifecycle import SETTINGS_ENV, settings_to_json
+from .lifecycle import SETTINGS_ENV, exit_at_once, settings_to_json
 from .logging_setup import configure_logging, uvicorn_log_config
 
 logger = logging.getLogger(__name__)
@@ -102,23 +100,15 @@ def exit_unless_building_done() -> None:
     and seconds of wall for a server stopped soon after ``/ready``); returns when there is none.
 
     A worker process of ``--renderer-num-workers N`` already exits so: uvicorn re-raises the SIGTERM
-    after its graceful stop and the default action ends the process. ``os._exit`` skips interpreter
-    finalisation, which is what stopped a daemon build thread inside native code and aborted the
-    process (the reason the thread is not a daemon); the ``atexit`` handlers still run and the
-    standard streams are flushed first. Requests were all answered before this point.
+    after its graceful stop and the default action ends the process. Requests were all answered
+    before this point; see :func:`~.lifecycle.exit_at_once`.
     """
     from ..tokens.prefix_cache import BUILD_THREAD
 
     if not any(t.name == BUILD_THREAD and t.is_alive() for t in threading.enumerate()):
         return
     logger.info("stopped during the start-up fast-encoder build: exiting without waiting for it")
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-    os._exit(0)
+    exit_at_once()
 
 
 def _exit_0(signum: int, frame: Any) -> None:
