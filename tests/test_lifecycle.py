@@ -39,16 +39,26 @@ class Proc:
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
+        workers = int(flags[flags.index("--renderer-num-workers") + 1]) if "--renderer-num-workers" in flags else 1
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.popen.poll() is None, self.popen.stderr.read().decode()[-3000:]
             try:
-                if self.client.get("/ready").status_code == 200:
+                if self.client.get("/ready").status_code == 200 and self._all_serving(workers):
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.2)
         raise RuntimeError("server did not become ready")
+
+    def _all_serving(self, workers: int) -> bool:
+        """Every worker has started its app: the live workers' summed thread gauge is 4 per worker
+        (the default --renderer-threads). /ready is answered by the first worker that is up; a
+        signal sent while another still starts reaches a worker that never served (and the
+        supervisor, pinging that busy worker, handled it seconds late: /ready stayed 200)."""
+        if workers == 1:
+            return True
+        return f"render_service_worker_threads {4.0 * workers}" in self.client.get("/metrics").text.splitlines()
 
     def workers(self) -> set[int]:
         """Pids of uvicorn worker processes (children started through multiprocessing spawn)."""
