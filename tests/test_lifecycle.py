@@ -18,6 +18,8 @@ import httpx
 import psutil
 import pytest
 
+from benchmarks.load_test import settle
+
 pytestmark = pytest.mark.slow
 
 
@@ -45,6 +47,8 @@ class Proc:
             assert self.popen.poll() is None, self.popen.stderr.read().decode()[-3000:]
             try:
                 if self.client.get("/ready").status_code == 200 and self._all_serving(workers):
+                    if workers > 1:  # see _all_serving: the workers' start-up builds done too
+                        settle(self.popen.pid)
                     return
             except httpx.TransportError:
                 pass
@@ -55,7 +59,10 @@ class Proc:
         """Every worker has started its app: the live workers' summed thread gauge is 4 per worker
         (the default --renderer-threads). /ready is answered by the first worker that is up; a
         signal sent while another still starts reaches a worker that never served (and the
-        supervisor, pinging that busy worker, handled it seconds late: /ready stayed 200)."""
+        supervisor, pinging that busy worker, handled it seconds late: /ready stayed 200). Then
+        the tree settles (its CPU use stops): uvicorn's supervisor kills and replaces a worker that
+        does not answer its ping within 5 s, which a worker inside its background fast-encoder
+        build (native code holding the GIL) can miss on a loaded machine (a reset connection)."""
         if workers == 1:
             return True
         return f"render_service_worker_threads {4.0 * workers}" in self.client.get("/metrics").text.splitlines()
