@@ -18,6 +18,8 @@ import httpx
 import psutil
 import pytest
 
+from benchmarks.load_test import settle
+
 pytestmark = pytest.mark.slow
 
 
@@ -39,16 +41,31 @@ class Proc:
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
+        workers = int(flags[flags.index("--renderer-num-workers") + 1]) if "--renderer-num-workers" in flags else 1
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.popen.poll() is None, self.popen.stderr.read().decode()[-3000:]
             try:
-                if self.client.get("/ready").status_code == 200:
+                if self.client.get("/ready").status_code == 200 and self._all_serving(workers):
+                    if workers > 1:  # see _all_serving: the workers' start-up builds done too
+                        settle(self.popen.pid)
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.2)
         raise RuntimeError("server did not become ready")
+
+    def _all_serving(self, workers: int) -> bool:
+        """Every worker has started its app: the live workers' summed thread gauge is 4 per worker
+        (the default --renderer-threads). /ready is answered by the first worker that is up; a
+        signal sent while another still starts reaches a worker that never served (and the
+        supervisor, pinging that busy worker, handled it seconds late: /ready stayed 200). Then
+        the tree settles (its CPU use stops): uvicorn's supervisor kills and replaces a worker that
+        does not answer its ping within 5 s, which a worker inside its background fast-encoder
+        build (native code holding the GIL) can miss on a loaded machine (a reset connection)."""
+        if workers == 1:
+            return True
+        return f"render_service_worker_threads {4.0 * workers}" in self.client.get("/metrics").text.splitlines()
 
     def workers(self) -> set[int]:
         """Pids of uvicorn worker processes (children started through multiprocessing spawn)."""
@@ -178,3 +195,49 @@ def test_crashed_worker_is_replaced_while_serving(proc):
     assert 'render_service_requests_total{endpoint="/v1/models",method="GET",status="200"}' in text
     # live gauges are summed over live workers only: 2 workers x 4 threads, the dead one forgotten
     assert "render_service_worker_threads 8.0" in text.splitlines()
+
+
+def test_a_stop_during_the_fast_encoder_build_exits_0_without_waiting_for_it():
+    """After a graceful stop, a still-running start-up build thread (here one that would sleep for
+    10 minutes) does not hold the exit: the process exits 0 at once, after its atexit handlers
+    ran and its output was flushed; with no build running the call returns."""
+    code = (
+        "import atexit, threading, time\n"
+        "from render_service.serving.server import exit_unless_building_done\n"
+        "from render_service.tokens.prefix_cache import BUILD_THREAD\n"
+        "exit_unless_building_done()\n"
+        "print('no build: returned', flush=True)\n"
+        "atexit.register(print, 'atexit ran')\n"
+        "threading.Thread(target=time.sleep, args=(600,), name=BUILD_THREAD).start()\n"
+        "print('unflushed', end='')\n"
+        "exit_unless_building_done()\n"
+        "print('not reached')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["no build: returned", "unflushedatexit ran"]
+
+
+def test_sigterm_during_start_up_exits_0_without_finishing_it():
+    """SIGTERM while the app is starting (the model still loading, nothing served yet): the process
+    exits 0 at once instead of finishing the start-up first; it never reports start-up complete."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    popen = subprocess.Popen([sys.executable, "-m", "render_service", "serve", "--port", str(_free_port())],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in popen.stderr:  # uvicorn logs this right before the app's start-up (lifespan) runs
+            seen.append(line)
+            if "Waiting for application startup" in line:
+                break
+        assert popen.poll() is None, "".join(seen)[-3000:]
+        time.sleep(0.3)  # inside the start-up: loading the model alone takes seconds of CPU
+        popen.send_signal(signal.SIGTERM)
+        rest = popen.stderr.read()
+        assert popen.wait(60) == 0, rest[-3000:]
+    finally:
+        if popen.poll() is None:
+            popen.kill()
+            popen.wait()
+    assert "SIGTERM during start-up: exiting now" in rest and "startup complete" not in rest, rest[-3000:]

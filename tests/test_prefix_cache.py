@@ -4,6 +4,7 @@ its memory cap and is safe under threads."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -21,6 +22,7 @@ from fast_tokenizer_support import (
 from hypothesis import HealthCheck, given, settings
 
 from render_service.tokens import prefix_cache
+from render_service.tokens.fast_tokenizer import tokenizer_json
 from render_service.tokens.prefix_cache import (
     CachedEncoder,
     HFPieceEncoder,
@@ -193,3 +195,14 @@ def test_encoders_of_one_tokenizer_share_the_fast_build():
     assert isinstance(first, CachedEncoder) and isinstance(second, CachedEncoder)
     assert first.encoder is second.encoder is build_prompt_encoder(tok, max_bytes=0)
     assert first._map is not second._map
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_added_tokens_from_the_backend_are_tokenizer_json_s(name):
+    """``_piecewise_ok`` reads the added tokens from the backend's ``get_added_tokens_decoder()``
+    instead of serialising and parsing the whole tokenizer.json: the entries (id, content and the
+    four flags ``check_added_tokens`` reads) equal the JSON's, in its order, for every model."""
+    tok = hf_tokenizer(name)
+    fields = ("id", "content", "normalized", "lstrip", "rstrip", "single_word")
+    from_json = [{k: t[k] for k in fields} for t in json.loads(tokenizer_json(tok))["added_tokens"]]
+    assert from_json and prefix_cache._added_tokens(tok) == from_json

@@ -44,7 +44,7 @@ from ..settings import Settings
 from . import fastlane, metrics, render_lane
 from . import openapi as openapi_bodies
 from .auth import ApiKeyAuth, ensure_stream_state_keys
-from .lifecycle import install_drain_handler, settings_from_env
+from .lifecycle import install_drain_handler, install_startup_exit, settings_from_env
 from .limits import BodyLimits, BodySizeLimit, WorkerPool, check_body
 from .media_body import media_response
 from .observe import Observe, is_minted
@@ -186,8 +186,7 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
     settings = ensure_stream_state_keys(settings)
     limits = BodyLimits.from_settings(settings)
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
+    async def start_up(app: FastAPI) -> None:
         if getattr(app.state, "bundle", None) is None:
             app.state.bundle = await run_in_threadpool(load_bundle, settings)
         # Build the derender pipeline now: an unknown parser name fails start-up (not every
@@ -206,6 +205,14 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
         app.state.fingerprint = config_fingerprint(app.state.bundle, settings)
         app.state.pool = new_pool(settings)
         metrics.forget_dead_processes()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
+        starting = install_startup_exit()  # a SIGTERM before ready: exit now, not after the load
+        try:
+            await start_up(app)
+        finally:
+            starting()
         restore = install_drain_handler(app.state, settings.shutdown_delay)
         app.state.ready = True
         yield

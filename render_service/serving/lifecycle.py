@@ -1,5 +1,6 @@
 """What the server processes share at their start and end: the settings handed to worker
-processes (``RENDER_SERVICE_SETTINGS_JSON``) and the SIGTERM drain.
+processes (``RENDER_SERVICE_SETTINGS_JSON``), the SIGTERM drain, and exiting at once when
+nothing is left to finish (a SIGTERM during start-up; a stop during the background build).
 
 Imported by both :mod:`.server` (which starts workers) and :mod:`.app` (which each worker builds),
 so that neither imports the other.
@@ -7,10 +8,12 @@ so that neither imports the other.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -72,6 +75,44 @@ def install_drain_handler(state: Any, delay: float) -> Callable[[], None]:
             threading.Timer(delay, previous, args=(signum, None)).start()
 
     signal.signal(signal.SIGTERM, drain)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore
+
+
+def exit_at_once() -> None:
+    """Exit the process with 0 now, without waiting for its other threads (a start-up model load,
+    a background fast-encoder build: work that will never serve). The ``atexit`` handlers run and
+    the standard streams are flushed first. ``os._exit`` skips interpreter finalisation, which is
+    what stopped a daemon thread inside native code and aborted the process. Only for a process
+    that has no request in flight (not yet ready, or after its graceful stop)."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(0)
+
+
+def install_startup_exit() -> Callable[[], None]:
+    """Until the returned function is called (at the end of start-up): a SIGTERM exits 0 at once
+    (:func:`exit_at_once`) instead of letting the model load and start-up finish first (seconds of
+    CPU per process, for a server that would stop right after). Nothing is served before start-up
+    ends, so no request is cut. Only in the main thread (the server process or a worker); returns
+    a function restoring the previous handler (uvicorn's, which then stops gracefully).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def stop_now(signum: int, frame: Any) -> None:
+        logger.info("SIGTERM during start-up: exiting now")
+        exit_at_once()
+
+    signal.signal(signal.SIGTERM, stop_now)
 
     def restore() -> None:
         signal.signal(signal.SIGTERM, previous)

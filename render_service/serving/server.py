@@ -10,7 +10,8 @@
   filesystem, mount a tmpfs at ``/tmp``.
 * SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0. With ``shutdown_delay`` the
   worker first answers ``/ready`` with 503 for that many seconds while still serving, so load
-  balancers stop sending before the listener closes.
+  balancers stop sending before the listener closes. A process stopped before its background
+  fast-encoder build is done exits without finishing it (:func:`exit_unless_building_done`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from typing import Any
 
 from ..settings import Settings
-from .lifecycle import SETTINGS_ENV, settings_to_json
+from .lifecycle import SETTINGS_ENV, exit_at_once, settings_to_json
 from .logging_setup import configure_logging, uvicorn_log_config
 
 logger = logging.getLogger(__name__)
@@ -71,7 +73,13 @@ def serve(settings: Settings, log_level: str = "info") -> int:
     if settings.renderer_num_workers <= 1:
         from .app import create_app
 
-        uvicorn.run(create_app(settings), **common)
+        try:
+            uvicorn.run(create_app(settings), **common)
+        except SystemExit as stop:  # _exit_0: SIGTERM before uvicorn took over, or re-raised after
+            if stop.code in (0, None):
+                exit_unless_building_done()
+            raise
+        exit_unless_building_done()
         return 0
     folder = _metrics_dir()  # several processes: metrics in multiprocess mode
     os.environ[SETTINGS_ENV] = settings_to_json(settings)
@@ -83,6 +91,24 @@ def serve(settings: Settings, log_level: str = "info") -> int:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
     return 0
+
+
+def exit_unless_building_done() -> None:
+    """After a graceful stop of a single-process server: when a start-up fast-encoder build
+    (:data:`~render_service.tokens.prefix_cache.BUILD_THREAD`) is still running, exit 0 at once
+    instead of letting the interpreter wait for a build whose encoder will never serve (1-3 CPU-s
+    and seconds of wall for a server stopped soon after ``/ready``); returns when there is none.
+
+    A worker process of ``--renderer-num-workers N`` already exits so: uvicorn re-raises the SIGTERM
+    after its graceful stop and the default action ends the process. Requests were all answered
+    before this point; see :func:`~.lifecycle.exit_at_once`.
+    """
+    from ..tokens.prefix_cache import BUILD_THREAD
+
+    if not any(t.name == BUILD_THREAD and t.is_alive() for t in threading.enumerate()):
+        return
+    logger.info("stopped during the start-up fast-encoder build: exiting without waiting for it")
+    exit_at_once()
 
 
 def _exit_0(signum: int, frame: Any) -> None:

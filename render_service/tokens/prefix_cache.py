@@ -321,15 +321,40 @@ class CachedEncoder:
 
 def _piecewise_ok(tokenizer: Any) -> bool:
     """Whether HF's added tokens allow cutting the text first (see module docstring)."""
-    text = tokenizer_json(tokenizer)
-    if text is None:
+    tokens = _added_tokens(tokenizer)
+    if tokens is None:
         return False
     try:
-        check_added_tokens(json.loads(text).get("added_tokens") or [])
+        check_added_tokens(tokens)
     except Unsupported:
         return False
     return True
 
+
+def _added_tokens(tokenizer: Any) -> list[dict[str, Any]] | None:
+    """The ``added_tokens`` entries of the tokenizer's ``tokenizer.json`` (``id``, ``content`` and the
+    matching flags :func:`check_added_tokens` reads), in id order; ``None`` when it has no
+    ``tokenizers`` backend (:func:`tokenizer_json` is ``None``).
+
+    Read from the backend's ``get_added_tokens_decoder()`` (the same ``AddedToken`` objects the JSON
+    is serialised from) instead of serialising and parsing the whole ``tokenizer.json`` (0.4-1.4
+    CPU-s per load for a 130k-200k vocabulary; equal lists for every shared model and the embedded
+    one); a backend without that method falls back to the JSON."""
+    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
+    if backend is None and hasattr(tokenizer, "to_str"):
+        backend = tokenizer
+    if backend is None or not hasattr(backend, "to_str"):
+        return None
+    decoder = getattr(backend, "get_added_tokens_decoder", None)
+    if decoder is None:
+        text = tokenizer_json(tokenizer)
+        return None if text is None else list(json.loads(text).get("added_tokens") or [])
+    return [{"id": i, "content": t.content, "normalized": t.normalized, "lstrip": t.lstrip,
+             "rstrip": t.rstrip, "single_word": t.single_word} for i, t in sorted(decoder().items())]
+
+
+BUILD_THREAD = "fast-tokenizer-build"
+"""Name of the background thread of ``build_prompt_encoder(..., background=True)``."""
 
 _FASTEST: weakref.WeakKeyDictionary[Any, PieceEncoder | None] = weakref.WeakKeyDictionary()
 """tokenizer → its :func:`_fastest` encoder (``None``: none shown identical), kept while the
@@ -415,7 +440,7 @@ def build_prompt_encoder(
             # Not a daemon: at exit the interpreter waits for the build instead of stopping the
             # thread inside native code (fastokens / tiktoken), which aborts the process (SIGABRT,
             # "FATAL: exception not rethrown") when a server is stopped during its start-up build.
-            target=_upgrade, args=(cached, tokenizer, proof_cache), name="fast-tokenizer-build", daemon=False
+            target=_upgrade, args=(cached, tokenizer, proof_cache), name=BUILD_THREAD, daemon=False
         ).start()
         return cached
     found = _fastest(tokenizer, proof_cache)
