@@ -13,6 +13,9 @@ The bytes on the wire are exactly those of ``orjson.dumps(result, default=json_d
 from __future__ import annotations
 
 import secrets
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -25,6 +28,9 @@ _MARK = "mm-payload-" + secrets.token_hex(16)
 """Marker prefix of this process (random, so a request cannot contain it by chance or intent)."""
 
 Piece = bytes | memoryview
+
+_CORK: int | None = getattr(socket, "TCP_CORK", None)
+"""Linux's ``TCP_CORK`` (``None`` elsewhere: :func:`corked` then does nothing)."""
 
 
 def body_pieces(result: Any) -> list[Piece] | None:
@@ -87,6 +93,42 @@ class PiecesResponse(Response):
         last = len(self.pieces) - 1
         for i, piece in enumerate(self.pieces):
             await send({"type": "http.response.body", "body": piece, "more_body": i < last})
+
+
+def _socket_of(send: Send) -> Any:
+    """The connection's socket behind uvicorn's ``send`` (its ``RequestResponseCycle.send``, whose
+    cycle holds the asyncio transport), or ``None`` for any other ``send`` (a wrapper, a test
+    transport, another server)."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    get_extra_info = getattr(transport, "get_extra_info", None)
+    return get_extra_info("socket") if callable(get_extra_info) else None
+
+
+@contextmanager
+def corked(send: Send) -> Iterator[None]:
+    """Hold the answer's partial TCP segments (``TCP_CORK``) while its pieces are written, and
+    push them when it ends (also on error), so the head, the JSON around each payload and the
+    payloads leave in full-size segments instead of one small segment per piece.
+
+    Without it a :class:`PiecesResponse` (head, JSON head, payload, JSON tail: four writes) sends
+    a small segment per piece, each waking the reader; with it the server's CPU for sending a
+    cached 640×480 answer (2.4 MB over loopback) fell by ~0.15 ms (README "Multimodal render").
+    The bytes are unchanged. ``send`` without a socket behind it (:func:`_socket_of`): no-op;
+    a socket that refuses the option (closed, not TCP) is left as it is."""
+    sock = _socket_of(send) if _CORK is not None else None
+    try:
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, _CORK, 1)
+    except (OSError, AttributeError):
+        sock = None
+    try:
+        yield
+    finally:
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, _CORK, 0)
+            except OSError:
+                pass  # the connection is gone: nothing left to push
 
 
 def media_response(result: Any) -> Response | None:

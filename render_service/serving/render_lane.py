@@ -34,6 +34,7 @@ from . import metrics
 from .auth import GUARDED_PREFIXES, ApiKeyAuth
 from .fastlane import LaneApp, _read_body, _replay, accepted_json, log_post, whole_app
 from .limits import BodyLimits, WorkerPool, check_body
+from .media_body import PiecesResponse, corked
 from .observe import FINGERPRINT_HEADER, REQUEST_ID_HEADER, client_request_id, new_request_id
 
 #: ``(path, body, pool, body bytes) -> (result, token count)``, awaited: runs the render handler.
@@ -121,7 +122,11 @@ class RenderLane:
                         message = {**message, "headers": [*message.get("headers", ()), *extra]}
                     await send(message)
 
-                await response(scope, receive, with_headers)
+                if isinstance(response, PiecesResponse):
+                    with corked(send):
+                        await response(scope, receive, with_headers)
+                else:
+                    await response(scope, receive, with_headers)
         finally:
             elapsed = time.perf_counter() - start
             if status == 200 and not replayed:
