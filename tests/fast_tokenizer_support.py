@@ -33,23 +33,28 @@ def fast_encoder(name: str) -> FastEncoder | None:
     """``build_fast_encoder`` of that tokenizer (built once per process while the folder is among
     the recently used ones, and dropped with its bundles: ``conftest.folder_memo``).
 
-    The model's shared bundle (``derender_helpers.bundle``) builds exactly this encoder from the same
-    HF tokenizer object for its prompt encoder (``build_prompt_encoder`` → ``build_fast_encoder``, in a
-    background thread), so it is taken from there when that bundle has one: each model's BPE proof
-    runs and its tables are held once per test process instead of twice."""
+    A shared bundle of the folder that is already loaded (``conftest.shared_bundle``) and whose
+    prompt encoder is exactly this encoder (built from the same HF tokenizer object by
+    ``build_prompt_encoder`` → ``build_fast_encoder`` when ``fastokens`` is not used) lends it, so the
+    BPE proof runs and its tables are held once per process; no bundle is loaded for this (with
+    ``fastokens`` installed every shared folder's bundle uses it, and loading a bundle only to find
+    that cost 2-5 CPU-s per folder)."""
     return folder_memo(name, "fast_encoder", lambda: _build_fast_encoder(name))  # type: ignore[no-any-return]
 
 
 def _build_fast_encoder(name: str) -> FastEncoder | None:
-    from derender_helpers import bundle
+    from conftest import _BUNDLE_PATH, _BUNDLES
 
     tok = hf_tokenizer(name)
-    prompt_encoder = bundle(name).prompt_encoder
-    settled = getattr(prompt_encoder, "settled", None)
-    if settled is not None and settled.wait(timeout=600):
-        built = prompt_encoder.encoder
-        if isinstance(built, FastEncoder) and bundle(name).tokenizer is tok:
-            return built
+    path = str(shared_path("models", name))
+    for key, loaded in list(_BUNDLES.items()):
+        if _BUNDLE_PATH.get(key) != path or loaded.tokenizer is not tok:
+            continue
+        settled = getattr(loaded.prompt_encoder, "settled", None)
+        if settled is not None and settled.wait(timeout=600):
+            built = loaded.prompt_encoder.encoder
+            if isinstance(built, FastEncoder):
+                return built
     return build_fast_encoder(tok)
 
 
