@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from conftest import MODELS, folder_memo, shared_path
+from conftest import MODELS, REPO, folder_memo, shared_path
 from conftest import hf_tokenizer as _hf_tokenizer
 from hypothesis import strategies as st
 
 from render_service.tokens.fast_tokenizer import FastEncoder, build_fast_encoder
+
+if str(REPO / "tools") not in sys.path:
+    sys.path.insert(0, str(REPO / "tools"))
+import record_code_point_goldens as digests  # noqa: E402
 
 MODEL_NAMES = (
     sorted(p.name for p in MODELS.glob("*") if (p / "tokenizer.json").is_file()) if MODELS.is_dir() else []
@@ -28,29 +33,93 @@ def fast_encoder(name: str) -> FastEncoder | None:
     """``build_fast_encoder`` of that tokenizer (built once per process while the folder is among
     the recently used ones, and dropped with its bundles: ``conftest.folder_memo``).
 
-    The model's shared bundle (``derender_helpers.bundle``) builds exactly this encoder from the same
-    HF tokenizer object for its prompt encoder (``build_prompt_encoder`` → ``build_fast_encoder``, in a
-    background thread), so it is taken from there when that bundle has one: each model's BPE proof
-    runs and its tables are held once per test process instead of twice."""
+    A shared bundle of the folder that is already loaded (``conftest.shared_bundle``) and whose
+    prompt encoder is exactly this encoder (built from the same HF tokenizer object by
+    ``build_prompt_encoder`` → ``build_fast_encoder`` when ``fastokens`` is not used) lends it, so the
+    BPE proof runs and its tables are held once per process; no bundle is loaded for this (with
+    ``fastokens`` installed every shared folder's bundle uses it, and loading a bundle only to find
+    that cost 2-5 CPU-s per folder)."""
     return folder_memo(name, "fast_encoder", lambda: _build_fast_encoder(name))  # type: ignore[no-any-return]
 
 
 def _build_fast_encoder(name: str) -> FastEncoder | None:
-    from derender_helpers import bundle
+    from conftest import _BUNDLE_PATH, _BUNDLES
 
     tok = hf_tokenizer(name)
-    prompt_encoder = bundle(name).prompt_encoder
-    settled = getattr(prompt_encoder, "settled", None)
-    if settled is not None and settled.wait(timeout=600):
-        built = prompt_encoder.encoder
-        if isinstance(built, FastEncoder) and bundle(name).tokenizer is tok:
-            return built
+    path = str(shared_path("models", name))
+    for key, loaded in list(_BUNDLES.items()):
+        if _BUNDLE_PATH.get(key) != path or loaded.tokenizer is not tok:
+            continue
+        settled = getattr(loaded.prompt_encoder, "settled", None)
+        if settled is not None and settled.wait(timeout=600):
+            built = loaded.prompt_encoder.encoder
+            if isinstance(built, FastEncoder):
+                return built
     return build_fast_encoder(tok)
 
 
 def hf_ids(name: str, text: str) -> list[int]:
     """The reference: HF ``encode(text, add_special_tokens=False)``."""
     return hf_tokenizer(name).encode(text, add_special_tokens=False)
+
+
+def reference_ids(name: str, groups: list[list[str]]) -> list[list[list[int]]]:
+    """HF's ids (:func:`hf_ids`) of every text of every group, in the same nesting.
+
+    A group whose texts' digest is in ``tests/goldens/prompt_ids.json`` (recorded from HF by
+    ``tools/record_prompt_goldens.py``) under the same key (tokenizer files, library versions) takes
+    the ids of our uncached :func:`fast_encoder` when their digest equals the recorded HF digest
+    (so they are HF's ids); any other group is encoded by HF here. HF costs ~8 times the CPU of the
+    fast encoder on these prompts, and the tests compare the reference with our (cached) encoders
+    exactly as before."""
+    def golden() -> dict[str, str]:
+        recorded = json.loads((REPO / "tests" / "goldens" / "prompt_ids.json").read_text(encoding="utf-8"))
+        entry = recorded.get(name, {})
+        trusted = entry.get("key") == digests.reference_key(shared_path("models", name))
+        return dict(entry.get("groups", {})) if trusted else {}
+
+    recorded = folder_memo(name, "prompt_ids_golden", golden)
+    out = []
+    for texts in groups:
+        want = recorded.get(digests.texts_digest(texts))
+        if want is not None:
+            ours = [fast_encoder(name).encode(text) for text in texts]  # type: ignore[union-attr]
+            if digests.ids_digest(ours) == want:
+                out.append(ours)
+                continue
+        out.append([hf_ids(name, text) for text in texts])
+    return out
+
+
+def conversation_turns(req: dict) -> list[list[dict]]:
+    """Prefixes of a conversation that end at a user or tool message (one per turn)."""
+    msgs = req["messages"]
+    return [msgs[:k] for k in range(1, len(msgs) + 1) if msgs[k - 1]["role"] in ("user", "tool")]
+
+
+def rendered_turns(name: str, req: dict, kwargs: bool = True) -> list[str]:
+    """Every turn of ``req`` (:func:`conversation_turns`) rendered by :func:`render_text` (with the
+    request's ``chat_template_kwargs`` unless ``kwargs`` is false)."""
+    extra = req.get("chat_template_kwargs") if kwargs else None
+    return [render_text(name, messages, req.get("tools"), extra) for messages in conversation_turns(req)]
+
+
+def rendered_prompts(name: str) -> list[str]:
+    """Every real request rendered by ``name``'s template (requests it cannot render left out)."""
+    texts = []
+    for req in chat_requests():
+        try:
+            texts.append(render_text(name, req["messages"], req.get("tools"), req.get("chat_template_kwargs")))
+        except Exception:  # noqa: BLE001 - a template that cannot render this request is not our subject
+            continue
+    return texts
+
+
+def prompt_groups() -> dict[str, list[list[str]]]:
+    """The text groups ``tools/record_prompt_goldens.py`` records: for Qwen3, every multi-turn
+    conversation's turns (as the prefix-cache tests render them) and each real request alone."""
+    multi = [rendered_turns(QWEN3, req) for req in chat_requests() if req["meta"].get("multi_turn")]
+    return {QWEN3: multi + [[text] for text in rendered_prompts(QWEN3)]}
 
 
 def chat_requests() -> list[dict]:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import lru_cache
 from pathlib import Path
 
+import orjson
 import pytest
-from conftest import examples, shared_path
+from conftest import examples, folder_memo, shared_path
 from fast_tokenizer_support import MODEL_NAMES, fast_encoder, hf_ids, hf_tokenizer, prompt_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -89,6 +91,13 @@ def test_llamacpp_published_ids(name, base):
         assert enc.encode(text) == ids, text
 
 
+@lru_cache(maxsize=1)
+def _code_point_batches() -> tuple[tuple[str, ...], ...]:
+    """``code_points.batches(code_points.code_point_texts())``, built once per test process (the
+    same texts for every tokenizer; building them is ~2 CPU-s)."""
+    return tuple(tuple(chunk) for chunk in code_points.batches(code_points.code_point_texts()))
+
+
 @pytest.mark.parametrize("name", code_points.MODELS)
 def test_exhaustive_code_points_match_hf(name):
     """Every code point (surrogates excluded) in several contexts (after letters, spaces, digits,
@@ -107,7 +116,7 @@ def test_exhaustive_code_points_match_hf(name):
     golden = json.loads((GOLDENS / "code_point_ids.json").read_text(encoding="utf-8")).get(name, {})
     trusted = golden.get("key") == code_points.reference_key(shared_path("models", name))
     enc, tok = fast_encoder(name), hf_tokenizer(name)
-    chunks = code_points.batches(code_points.code_point_texts())
+    chunks = [list(chunk) for chunk in _code_point_batches()]
     recorded = list(zip(golden.get("texts_sha256", []), golden.get("ids_sha256", []), strict=True))
     assert not trusted or len(recorded) == len(chunks), "golden has another batch count: re-record it"
     live = 0
@@ -168,7 +177,12 @@ def test_proof_rejects_a_merge_hf_lacks():
 
 
 def _qwen_json() -> dict:
-    return json.loads(tokenizer_json(hf_tokenizer("Qwen--Qwen3-0.6B")))
+    """Qwen3's tokenizer.json, parsed anew (each test mutates its own copy); the text is taken from
+    the tokenizer once per process and parsed with orjson (the same JSON, ~10 times faster than
+    ``json``, which made up most of each refusal test's CPU)."""
+    qwen = "Qwen--Qwen3-0.6B"
+    text = folder_memo(qwen, "tokenizer_json", lambda: tokenizer_json(hf_tokenizer(qwen)))
+    return orjson.loads(text)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(
@@ -191,7 +205,7 @@ def test_unsupported_components_are_refused(mutate):
     data = _qwen_json()
     mutate(data)
     with pytest.raises(Unsupported):
-        parse_spec(json.dumps(data))
+        parse_spec(orjson.dumps(data).decode())
 
 
 def test_non_tokenizers_object_falls_back():

@@ -8,29 +8,28 @@ import threading
 
 import pytest
 from conftest import shared_path
-from fast_tokenizer_support import QWEN3, chat_requests, fast_encoder, hf_ids, render_text
+from fast_tokenizer_support import (
+    QWEN3,
+    chat_requests,
+    fast_encoder,
+    hf_ids,
+    reference_ids,
+    render_text,
+    rendered_prompts,
+)
 
 pytestmark = pytest.mark.shared
 
 
-def _rendered_prompts(name: str) -> list[str]:
-    texts = []
-    for req in chat_requests():
-        try:
-            kwargs = req.get("chat_template_kwargs")
-            texts.append(render_text(name, req["messages"], req.get("tools"), kwargs))
-        except Exception:  # noqa: BLE001 - a template that cannot render this request is not our subject
-            continue
-    return texts
-
-
 def test_745_real_requests_qwen3():
-    """All 745 real requests render with Qwen3's template and encode to HF's exact ids."""
-    texts = _rendered_prompts(QWEN3)
+    """All 745 real requests render with Qwen3's template and encode to HF's exact ids
+    (``reference_ids``: through the recorded digests of tests/goldens/prompt_ids.json where they
+    apply, else HF here)."""
+    texts = rendered_prompts(QWEN3)
     assert len(texts) == 745
     enc = fast_encoder(QWEN3)
-    for text in texts:
-        assert enc.encode(text) == hf_ids(QWEN3, text)
+    for text, (expected,) in zip(texts, reference_ids(QWEN3, [[text] for text in texts]), strict=True):
+        assert enc.encode(text) == expected
 
 
 @pytest.mark.parametrize("name", ["meta-llama--Llama-3.1-8B-Instruct", "openai--gpt-oss-20b",
@@ -60,9 +59,9 @@ def test_chat_9k_qwen3():
 
 def test_encode_from_threads_is_consistent():
     """Four threads encoding different real prompts at once each get HF's ids (no shared mutable state)."""
-    texts = _rendered_prompts(QWEN3)[:40]
+    texts = rendered_prompts(QWEN3)[:40]
     enc = fast_encoder(QWEN3)
-    expected = [hf_ids(QWEN3, t) for t in texts]
+    expected = [ids for (ids,) in reference_ids(QWEN3, [[text] for text in texts])]
     results: dict[int, list[list[int]]] = {}
 
     def work(k: int) -> None:

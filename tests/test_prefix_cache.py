@@ -13,11 +13,14 @@ from fast_tokenizer_support import (
     MODEL_NAMES,
     QWEN3,
     chat_requests,
+    conversation_turns,
     fast_encoder,
     hf_ids,
     hf_tokenizer,
     prompt_texts,
+    reference_ids,
     render_text,
+    rendered_turns,
 )
 from hypothesis import HealthCheck, given, settings
 
@@ -68,23 +71,18 @@ def test_cached_encoder_matches_hf_on_random_text(name):
     assert cached.stats.hits > 0 and cached.stats.bytes <= 64 * 1024
 
 
-def _turns(req: dict) -> list[list[dict]]:
-    """Prefixes of a conversation that end at a user or tool message (one per turn)."""
-    msgs = req["messages"]
-    return [msgs[:k] for k in range(1, len(msgs) + 1) if msgs[k - 1]["role"] in ("user", "tool")]
-
-
 def test_real_multi_turn_conversations_stay_identical():
     """Every turn of the 285 real multi-turn conversations, rendered by Qwen3's template and encoded
-    through one shared CachedEncoder, equals HF; later turns hit the cache."""
+    through one shared CachedEncoder, equals HF (``reference_ids``: HF's ids, through the recorded
+    digests of tests/goldens/prompt_ids.json where they apply); later turns hit the cache."""
     cached = CachedEncoder(fast_encoder(QWEN3))
     turns = 0
     for req in chat_requests():
         if not req["meta"].get("multi_turn"):
             continue
-        for messages in _turns(req):
-            text = render_text(QWEN3, messages, req.get("tools"), req.get("chat_template_kwargs"))
-            assert cached.encode(text) == hf_ids(QWEN3, text)
+        texts = rendered_turns(QWEN3, req)
+        for text, expected in zip(texts, reference_ids(QWEN3, [texts])[0], strict=True):
+            assert cached.encode(text) == expected
             turns += 1
     assert turns > 285
     assert cached.stats.hits > cached.stats.misses
@@ -92,8 +90,8 @@ def test_real_multi_turn_conversations_stay_identical():
 
 def test_next_turn_encodes_only_new_pieces():
     """Turn k+1 after turn k: every piece of turn k is a hit; only the new messages are misses."""
-    req = next(r for r in chat_requests() if len(_turns(r)) >= 3)
-    first, second = _turns(req)[-2:]
+    req = next(r for r in chat_requests() if len(conversation_turns(r)) >= 3)
+    first, second = conversation_turns(req)[-2:]
     cached = CachedEncoder(fast_encoder(QWEN3))
     cached.encode(render_text(QWEN3, first, req.get("tools")))
     misses = cached.stats.misses
@@ -131,8 +129,9 @@ def test_threads_share_one_cache_safely():
     """Four threads encode real conversations through one small shared cache (forcing concurrent
     inserts and evictions); every result equals HF."""
     reqs = [r for r in chat_requests() if r["meta"].get("multi_turn")][:24]
-    texts = [render_text(QWEN3, m, r.get("tools")) for r in reqs for m in _turns(r)]
-    expected = [hf_ids(QWEN3, t) for t in texts]
+    groups = [rendered_turns(QWEN3, r, kwargs=False) for r in reqs]
+    texts = [t for group in groups for t in group]
+    expected = [ids for group in reference_ids(QWEN3, groups) for ids in group]
     cached = CachedEncoder(fast_encoder(QWEN3), max_bytes=200_000)
     errors: list[int] = []
 
