@@ -81,6 +81,12 @@ NOT_BUNDLE_FIELDS = frozenset({
     "max_messages", "max_tools", "max_n", "max_stream_state_bytes", "api_keys",
     "stream_state_keys", "allow_unsigned_stream_state", "shutdown_delay", "log_format",
     "timeout_keep_alive",
+    # read per request or kept per settings in the bundle's memo (multimodal state), not by load_bundle
+    "anthropic_disabled_thinking_effort", "stream_interval", "reasoning_effort_map", "system_start_date",
+    "cohere_format", "limit_mm_per_prompt", "mm_processor_kwargs", "trust_request_mm_kwargs",
+    "allowed_local_media_path", "allowed_media_domains", "media_io_kwargs", "mm_hasher_algorithm",
+    "max_image_pixels", "media_max_bytes", "media_fetch_timeout", "media_max_redirects",
+    "allow_private_media_urls", "mm_cache_bytes",
     # gateway mode: the engine client, not the model
     "engine_urls", "prefill_urls", "engine_timeout", "engine_connect_timeout", "engine_max_connections",
     "engine_api_key",
@@ -107,19 +113,38 @@ LOADS: dict[str, int] = {"tokenizers": 0, "bundles": 0}
 NAME_AND_LENGTH_FIELDS = frozenset({"served_model_name", "max_model_len"})
 
 
+def _folder_key(path: str) -> str:
+    """The key a model folder is cached under: its real path, so that one folder named two ways
+    (``../shared/models/X`` and its absolute path, or through the ``/tmp/shared`` symlink) is one
+    tokenizer and one set of bundles; a hub id (not a folder) stays as given."""
+    return os.path.realpath(path) if os.path.isdir(path) else path
+
+
+def _in_live_servers() -> set[str]:
+    """The model folders (:func:`_folder_key`) of the live servers: they hold their bundle (and
+    its tokenizer) until they stop, so dropping such a folder from the cache frees nothing and
+    only makes the next test that needs it load a second copy."""
+    return {_folder_key(s.settings.model_path) for s in _SERVERS.values()}
+
+
 def _touch(path: str) -> None:
-    """Mark the model folder ``path`` as just used; drop the least recently used folders beyond
-    :data:`MAX_MODELS` (their tokenizer and bundles; live servers keep their own bundle)."""
+    """Mark the model folder ``path`` (a :func:`_folder_key`) as just used; drop the least
+    recently used folders beyond :data:`MAX_MODELS` (their tokenizer and bundles), skipping those
+    a live server holds (:func:`_in_live_servers`; they are dropped later, once their server
+    stopped)."""
     _RESIDENT.pop(path, None)
     _RESIDENT[path] = None
     if len(_RESIDENT) <= MAX_MODELS:
         return
-    while len(_RESIDENT) > MAX_MODELS:
-        old = next(iter(_RESIDENT))
+    held = _in_live_servers() | {path}
+    victims = [p for p in _RESIDENT if p not in held][: len(_RESIDENT) - MAX_MODELS]
+    if not victims:
+        return
+    for old in victims:
         del _RESIDENT[old]
         _TOKENIZERS.pop(old, None)
         _EXTRAS.pop(old, None)
-        for key in [k for k, b in _BUNDLES.items() if _BUNDLE_PATH[k] == old]:
+        for key in [k for k in _BUNDLES if _BUNDLE_PATH[k] == old]:
             del _BUNDLES[key], _LOADED_AS[key], _BUNDLE_PATH[key]
     gc.collect()
     _malloc_trim()
@@ -133,7 +158,7 @@ def folder_memo(folder: str, key: str, build: Callable[[], Any]) -> Any:
     """``build()``, built once per test process for the ../shared/models folder ``folder`` and
     ``key`` (e.g. that tokenizer's FastEncoder), kept while the folder's tokenizer and bundles are
     (dropped with them beyond :data:`MAX_MODELS`, so no helper holds a dropped model)."""
-    path = str(shared_path("models", folder))
+    path = _folder_key(str(shared_path("models", folder)))
     extras = _EXTRAS.setdefault(path, {})
     if key not in extras:
         extras[key] = build()
@@ -162,13 +187,15 @@ def shared_bundle(settings: Settings) -> ModelBundle:
     model folder is among the :data:`MAX_MODELS` most recently used. Raises what ``load_bundle``
     raises."""
     key = bundle_key(settings)
-    path = str(settings.model_path)
+    path = _folder_key(str(settings.model_path))
     bundle = _BUNDLES.get(key)
     if bundle is None:
-        loaded = bundle_key(settings, NAME_AND_LENGTH_FIELDS)
+        # the bundle as loaded: names, length and how the folder is spelled aside (``root`` is
+        # the spelling, as load_bundle sets it; the folder's files are the same)
+        loaded = f"{path}|{bundle_key(settings, NAME_AND_LENGTH_FIELDS | {'model'})}"
         twin = next((b for k, b in _BUNDLES.items() if _LOADED_AS[k] == loaded), None)
         if twin is not None:
-            bundle = dataclasses.replace(twin, names=settings.model_names,
+            bundle = dataclasses.replace(twin, names=settings.model_names, root=settings.model_path,
                                          max_model_len=_max_model_len(settings, twin.config, twin.tokenizer))
         else:
             own = Path(path).is_dir() and getattr(settings, "tokenizer", None) is None  # no --tokenizer
@@ -180,6 +207,7 @@ def shared_bundle(settings: Settings) -> ModelBundle:
 
 
 def _tokenizer_at(path: str):  # type: ignore[no-untyped-def]
+    path = _folder_key(path)
     tok = _TOKENIZERS.get(path)
     if tok is None:
         from transformers import AutoTokenizer
@@ -310,7 +338,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     folder = item.stash.get(_FOLDER_GROUP, None)
     if folder is None or (nextitem is not None and nextitem.stash.get(_FOLDER_GROUP, None) == folder):
         return
-    if _EXTRAS.pop(str(MODELS / folder), None):
+    if _EXTRAS.pop(_folder_key(str(MODELS / folder)), None):
         gc.collect()
         _malloc_trim()
 
