@@ -15,6 +15,7 @@ import dataclasses
 import gc
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -223,6 +224,26 @@ def hf_tokenizer(folder: str):  # type: ignore[no-untyped-def]
     compare with), loaded once per test process while that folder is kept (:data:`MAX_MODELS`) and
     shared with the bundles of that folder."""
     return _tokenizer_at(str(shared_path("models", folder)))
+
+
+def _case_tokenizer(folder: Path):  # type: ignore[no-untyped-def]
+    """:func:`parsers.cases.tokenizer` in a test process: the same ``AutoTokenizer`` of that folder,
+    from this process's model cache (:func:`hf_tokenizer`) rather than a second, never freed
+    ``functools.cache`` of its own (the parser tests loaded up to five tokenizers a second time,
+    1.5-4 CPU-s and 80-220 MB each, held to the end of the run)."""
+    return _tokenizer_at(str(folder))
+
+
+def _share_case_tokenizers() -> None:
+    import parsers.cases
+
+    parsers.cases.tokenizer = _case_tokenizer  # type: ignore[assignment]
+    conformance = sys.modules.get("parsers.conformance")  # bound its own name if imported already
+    if conformance is not None:
+        conformance.tokenizer = _case_tokenizer  # type: ignore[attr-defined]
+
+
+_share_case_tokenizers()
 
 
 def _free_port() -> int:
