@@ -331,7 +331,7 @@ def serve() -> Iterator:
 
 def _folders_named(values: Iterable[Any], folders: set[str], depth: int = 3) -> set[str]:
     """The model folders that parameter values name: a folder name, or a path ending in one, also
-    inside tuples, lists and dict values (``depth`` levels)."""
+    inside tuples, lists, dict values and dataclass fields (``depth`` levels)."""
     found: set[str] = set()
     for value in values:
         if isinstance(value, str):
@@ -342,6 +342,9 @@ def _folders_named(values: Iterable[Any], folders: set[str], depth: int = 3) -> 
             found |= _folders_named(value, folders, depth - 1)
         elif depth and isinstance(value, dict):
             found |= _folders_named(value.values(), folders, depth - 1)
+        elif depth and dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = (getattr(value, f.name) for f in dataclasses.fields(value))
+            found |= _folders_named(fields, folders, depth - 1)
     return found
 
 
