@@ -220,10 +220,11 @@ def _tokenizer_at(path: str):  # type: ignore[no-untyped-def]
 
 
 def hf_tokenizer(folder: str):  # type: ignore[no-untyped-def]
-    """The plain Hugging Face tokenizer of ``../shared/models/<folder>`` (the reference the tests
-    compare with), loaded once per test process while that folder is kept (:data:`MAX_MODELS`) and
-    shared with the bundles of that folder."""
-    return _tokenizer_at(str(shared_path("models", folder)))
+    """The plain Hugging Face tokenizer of ``../shared/models/<folder>`` (or of the folder at the
+    absolute path ``folder``, e.g. the embedded model's), the reference the tests compare with,
+    loaded once per test process while that folder is kept (:data:`MAX_MODELS`) and shared with
+    the bundles of that folder."""
+    return _tokenizer_at(folder if os.path.isabs(folder) else str(shared_path("models", folder)))
 
 
 def _case_tokenizer(folder: Path):  # type: ignore[no-untyped-def]
