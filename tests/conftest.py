@@ -104,6 +104,15 @@ tests/test_bundle_release.py; live servers keep their own bundle until they stop
 costs 100-350 MB and ~2-4 CPU-s to load; tests parametrized by folder run on one worker per
 folder, one after another (:func:`pytest_collection_modifyitems`), so a folder is rarely loaded
 twice. ``RENDER_SERVICE_TEST_MAX_MODELS`` overrides the bound (to measure others)."""
+RSS_BUDGET_MB = int(os.environ.get("RENDER_SERVICE_TEST_RSS_BUDGET_MB", "2600"))
+"""While this test process's resident memory is above this (MB), each use of the model cache
+drops one more least recently used folder (down to :data:`MIN_MODELS`): the kept models are the
+part of a worker's memory that can be given back, and the worker's peak (3 GB goal) is this plus
+a test's transient (a 12-megapixel image: ~260 MB). ``RENDER_SERVICE_TEST_RSS_BUDGET_MB``
+overrides it."""
+MIN_MODELS = 5
+"""Folders kept however high the resident memory is (fewer would reload models within one test
+file that cycles through them)."""
 LOADS: dict[str, int] = {"tokenizers": 0, "bundles": 0}
 """How many tokenizers and bundles this test process loaded (reloads of dropped folders included)."""
 
@@ -130,15 +139,19 @@ def _in_live_servers() -> set[str]:
 
 def _touch(path: str) -> None:
     """Mark the model folder ``path`` (a :func:`_folder_key`) as just used; drop the least
-    recently used folders beyond :data:`MAX_MODELS` (their tokenizer and bundles), skipping those
+    recently used folders beyond :data:`MAX_MODELS`, and one more while the process is above
+    :data:`RSS_BUDGET_MB` (their tokenizer and bundles), skipping those
     a live server holds (:func:`_in_live_servers`; they are dropped later, once their server
     stopped)."""
     _RESIDENT.pop(path, None)
     _RESIDENT[path] = None
-    if len(_RESIDENT) <= MAX_MODELS:
+    limit = MAX_MODELS
+    if len(_RESIDENT) > MIN_MODELS and _vm_mb()[0] > RSS_BUDGET_MB:
+        limit = min(limit, len(_RESIDENT) - 1)
+    if len(_RESIDENT) <= limit:
         return
     held = _in_live_servers() | {path}
-    victims = [p for p in _RESIDENT if p not in held][: len(_RESIDENT) - MAX_MODELS]
+    victims = [p for p in _RESIDENT if p not in held][: len(_RESIDENT) - limit]
     if not victims:
         return
     for old in victims:
