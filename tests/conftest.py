@@ -15,6 +15,7 @@ import dataclasses
 import gc
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -81,6 +82,12 @@ NOT_BUNDLE_FIELDS = frozenset({
     "max_messages", "max_tools", "max_n", "max_stream_state_bytes", "api_keys",
     "stream_state_keys", "allow_unsigned_stream_state", "shutdown_delay", "log_format",
     "timeout_keep_alive",
+    # read per request or kept per settings in the bundle's memo (multimodal state), not by load_bundle
+    "anthropic_disabled_thinking_effort", "stream_interval", "reasoning_effort_map", "system_start_date",
+    "cohere_format", "limit_mm_per_prompt", "mm_processor_kwargs", "trust_request_mm_kwargs",
+    "allowed_local_media_path", "allowed_media_domains", "media_io_kwargs", "mm_hasher_algorithm",
+    "max_image_pixels", "media_max_bytes", "media_fetch_timeout", "media_max_redirects",
+    "allow_private_media_urls", "mm_cache_bytes",
     # gateway mode: the engine client, not the model
     "engine_urls", "prefill_urls", "engine_timeout", "engine_connect_timeout", "engine_max_connections",
     "engine_api_key",
@@ -97,6 +104,15 @@ tests/test_bundle_release.py; live servers keep their own bundle until they stop
 costs 100-350 MB and ~2-4 CPU-s to load; tests parametrized by folder run on one worker per
 folder, one after another (:func:`pytest_collection_modifyitems`), so a folder is rarely loaded
 twice. ``RENDER_SERVICE_TEST_MAX_MODELS`` overrides the bound (to measure others)."""
+RSS_BUDGET_MB = int(os.environ.get("RENDER_SERVICE_TEST_RSS_BUDGET_MB", "2600"))
+"""While this test process's resident memory is above this (MB), each use of the model cache
+drops one more least recently used folder (down to :data:`MIN_MODELS`): the kept models are the
+part of a worker's memory that can be given back, and the worker's peak (3 GB goal) is this plus
+a test's transient (a 12-megapixel image: ~260 MB). ``RENDER_SERVICE_TEST_RSS_BUDGET_MB``
+overrides it."""
+MIN_MODELS = 5
+"""Folders kept however high the resident memory is (fewer would reload models within one test
+file that cycles through them)."""
 LOADS: dict[str, int] = {"tokenizers": 0, "bundles": 0}
 """How many tokenizers and bundles this test process loaded (reloads of dropped folders included)."""
 
@@ -107,19 +123,42 @@ LOADS: dict[str, int] = {"tokenizers": 0, "bundles": 0}
 NAME_AND_LENGTH_FIELDS = frozenset({"served_model_name", "max_model_len"})
 
 
+def _folder_key(path: str) -> str:
+    """The key a model folder is cached under: its real path, so that one folder named two ways
+    (``../shared/models/X`` and its absolute path, or through the ``/tmp/shared`` symlink) is one
+    tokenizer and one set of bundles; a hub id (not a folder) stays as given."""
+    return os.path.realpath(path) if os.path.isdir(path) else path
+
+
+def _in_live_servers() -> set[str]:
+    """The model folders (:func:`_folder_key`) of the live servers: they hold their bundle (and
+    its tokenizer) until they stop, so dropping such a folder from the cache frees nothing and
+    only makes the next test that needs it load a second copy."""
+    return {_folder_key(s.settings.model_path) for s in _SERVERS.values()}
+
+
 def _touch(path: str) -> None:
-    """Mark the model folder ``path`` as just used; drop the least recently used folders beyond
-    :data:`MAX_MODELS` (their tokenizer and bundles; live servers keep their own bundle)."""
+    """Mark the model folder ``path`` (a :func:`_folder_key`) as just used; drop the least
+    recently used folders beyond :data:`MAX_MODELS`, and one more while the process is above
+    :data:`RSS_BUDGET_MB` (their tokenizer and bundles), skipping those
+    a live server holds (:func:`_in_live_servers`; they are dropped later, once their server
+    stopped)."""
     _RESIDENT.pop(path, None)
     _RESIDENT[path] = None
-    if len(_RESIDENT) <= MAX_MODELS:
+    limit = MAX_MODELS
+    if len(_RESIDENT) > MIN_MODELS and _vm_mb()[0] > RSS_BUDGET_MB:
+        limit = min(limit, len(_RESIDENT) - 1)
+    if len(_RESIDENT) <= limit:
         return
-    while len(_RESIDENT) > MAX_MODELS:
-        old = next(iter(_RESIDENT))
+    held = _in_live_servers() | {path}
+    victims = [p for p in _RESIDENT if p not in held][: len(_RESIDENT) - limit]
+    if not victims:
+        return
+    for old in victims:
         del _RESIDENT[old]
         _TOKENIZERS.pop(old, None)
         _EXTRAS.pop(old, None)
-        for key in [k for k, b in _BUNDLES.items() if _BUNDLE_PATH[k] == old]:
+        for key in [k for k in _BUNDLES if _BUNDLE_PATH[k] == old]:
             del _BUNDLES[key], _LOADED_AS[key], _BUNDLE_PATH[key]
     gc.collect()
     _malloc_trim()
@@ -133,7 +172,7 @@ def folder_memo(folder: str, key: str, build: Callable[[], Any]) -> Any:
     """``build()``, built once per test process for the ../shared/models folder ``folder`` and
     ``key`` (e.g. that tokenizer's FastEncoder), kept while the folder's tokenizer and bundles are
     (dropped with them beyond :data:`MAX_MODELS`, so no helper holds a dropped model)."""
-    path = str(shared_path("models", folder))
+    path = _folder_key(str(shared_path("models", folder)))
     extras = _EXTRAS.setdefault(path, {})
     if key not in extras:
         extras[key] = build()
@@ -162,13 +201,15 @@ def shared_bundle(settings: Settings) -> ModelBundle:
     model folder is among the :data:`MAX_MODELS` most recently used. Raises what ``load_bundle``
     raises."""
     key = bundle_key(settings)
-    path = str(settings.model_path)
+    path = _folder_key(str(settings.model_path))
     bundle = _BUNDLES.get(key)
     if bundle is None:
-        loaded = bundle_key(settings, NAME_AND_LENGTH_FIELDS)
+        # the bundle as loaded: names, length and how the folder is spelled aside (``root`` is
+        # the spelling, as load_bundle sets it; the folder's files are the same)
+        loaded = f"{path}|{bundle_key(settings, NAME_AND_LENGTH_FIELDS | {'model'})}"
         twin = next((b for k, b in _BUNDLES.items() if _LOADED_AS[k] == loaded), None)
         if twin is not None:
-            bundle = dataclasses.replace(twin, names=settings.model_names,
+            bundle = dataclasses.replace(twin, names=settings.model_names, root=settings.model_path,
                                          max_model_len=_max_model_len(settings, twin.config, twin.tokenizer))
         else:
             own = Path(path).is_dir() and getattr(settings, "tokenizer", None) is None  # no --tokenizer
@@ -180,6 +221,7 @@ def shared_bundle(settings: Settings) -> ModelBundle:
 
 
 def _tokenizer_at(path: str):  # type: ignore[no-untyped-def]
+    path = _folder_key(path)
     tok = _TOKENIZERS.get(path)
     if tok is None:
         from transformers import AutoTokenizer
@@ -191,10 +233,31 @@ def _tokenizer_at(path: str):  # type: ignore[no-untyped-def]
 
 
 def hf_tokenizer(folder: str):  # type: ignore[no-untyped-def]
-    """The plain Hugging Face tokenizer of ``../shared/models/<folder>`` (the reference the tests
-    compare with), loaded once per test process while that folder is kept (:data:`MAX_MODELS`) and
-    shared with the bundles of that folder."""
-    return _tokenizer_at(str(shared_path("models", folder)))
+    """The plain Hugging Face tokenizer of ``../shared/models/<folder>`` (or of the folder at the
+    absolute path ``folder``, e.g. the embedded model's), the reference the tests compare with,
+    loaded once per test process while that folder is kept (:data:`MAX_MODELS`) and shared with
+    the bundles of that folder."""
+    return _tokenizer_at(folder if os.path.isabs(folder) else str(shared_path("models", folder)))
+
+
+def _case_tokenizer(folder: Path):  # type: ignore[no-untyped-def]
+    """:func:`parsers.cases.tokenizer` in a test process: the same ``AutoTokenizer`` of that folder,
+    from this process's model cache (:func:`hf_tokenizer`) rather than a second, never freed
+    ``functools.cache`` of its own (the parser tests loaded up to five tokenizers a second time,
+    1.5-4 CPU-s and 80-220 MB each, held to the end of the run)."""
+    return _tokenizer_at(str(folder))
+
+
+def _share_case_tokenizers() -> None:
+    import parsers.cases
+
+    parsers.cases.tokenizer = _case_tokenizer  # type: ignore[assignment]
+    conformance = sys.modules.get("parsers.conformance")  # bound its own name if imported already
+    if conformance is not None:
+        conformance.tokenizer = _case_tokenizer  # type: ignore[attr-defined]
+
+
+_share_case_tokenizers()
 
 
 def _free_port() -> int:
@@ -282,7 +345,7 @@ def serve() -> Iterator:
 
 def _folders_named(values: Iterable[Any], folders: set[str], depth: int = 3) -> set[str]:
     """The model folders that parameter values name: a folder name, or a path ending in one, also
-    inside tuples, lists and dict values (``depth`` levels)."""
+    inside tuples, lists, dict values and dataclass fields (``depth`` levels)."""
     found: set[str] = set()
     for value in values:
         if isinstance(value, str):
@@ -293,6 +356,9 @@ def _folders_named(values: Iterable[Any], folders: set[str], depth: int = 3) -> 
             found |= _folders_named(value, folders, depth - 1)
         elif depth and isinstance(value, dict):
             found |= _folders_named(value.values(), folders, depth - 1)
+        elif depth and dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = (getattr(value, f.name) for f in dataclasses.fields(value))
+            found |= _folders_named(fields, folders, depth - 1)
     return found
 
 
@@ -310,7 +376,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     folder = item.stash.get(_FOLDER_GROUP, None)
     if folder is None or (nextitem is not None and nextitem.stash.get(_FOLDER_GROUP, None) == folder):
         return
-    if _EXTRAS.pop(str(MODELS / folder), None):
+    if _EXTRAS.pop(_folder_key(str(MODELS / folder)), None):
         gc.collect()
         _malloc_trim()
 

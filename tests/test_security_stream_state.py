@@ -9,16 +9,16 @@ upstream shape or a normal answer, never a 5xx.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import zlib
 
 import orjson
 import pytest
-from conftest import examples
+from conftest import examples, hf_tokenizer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from transformers import AutoTokenizer
 
 from render_service.settings import EMBEDDED_MODEL_DIR
 
@@ -26,12 +26,12 @@ PATH = "/v1/chat/completions/derender"
 OLD, NEW, OTHER = "old-key-0123456789abcdef", "new-key-0123456789abcdef", "other-key-0123456789abcd"
 
 
+@functools.cache
 def _ids() -> list[int]:
-    tok = AutoTokenizer.from_pretrained(str(EMBEDDED_MODEL_DIR))
-    return tok.encode("Hello there, how are you doing today?", add_special_tokens=False)
-
-
-IDS = _ids()
+    """Output ids of the embedded model (its tokenizer from the test process's model cache, when
+    a test first needs them: not a tokenizer of its own loaded at collection by every worker)."""
+    tok = hf_tokenizer(str(EMBEDDED_MODEL_DIR))
+    return list(tok.encode("Hello there, how are you doing today?", add_special_tokens=False))
 
 
 def _body(ids, state, finish=None):
@@ -42,13 +42,13 @@ def _body(ids, state, finish=None):
 
 
 def _first_state(client):
-    r = client.post(PATH, json={**_body(IDS[:3], None), "chat_request": {}})
+    r = client.post(PATH, json={**_body(_ids()[:3], None), "chat_request": {}})
     assert r.status_code == 200, r.text
     return r.json()["stream_state"]
 
 
 def _next(client, state):
-    return client.post(PATH, json=_body(IDS[3:6], state))
+    return client.post(PATH, json=_body(_ids()[3:6], state))
 
 
 def _assert_rejected(r):
@@ -174,8 +174,7 @@ def _forge(payload: object, key: str | None) -> str:
 
 def _parser_state(client) -> str:
     """A state from the parsers server taken inside an open tool call (parser state non-trivial)."""
-    tok = AutoTokenizer.from_pretrained(str(EMBEDDED_MODEL_DIR))
-    ids = tok.encode(THINKING, add_special_tokens=False)
+    ids = hf_tokenizer(str(EMBEDDED_MODEL_DIR)).encode(THINKING, add_special_tokens=False)
     r = client.post(PATH, json={**_body(ids, None), "chat_request": {
         "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}})
     assert r.status_code == 200, r.text
