@@ -19,3 +19,26 @@ def test_content_part_type_that_is_not_a_string(serve, path, kind):
     unhashable type → 500) is a 400 naming the part."""
     body = {"messages": [{"role": "user", "content": [{"type": kind, "text": "hi"}]}]}
     _assert_400(serve().post(path, json=body), "messages.0")
+
+
+@pytest.mark.parametrize("calls", [True, 5, 1.5, "abc", {"a": 1}])
+@pytest.mark.parametrize("stream", [False, True])
+def test_history_tool_calls_of_a_wrong_shape_in_a_chat_derender(serve, calls, stream):
+    """A chat derender whose ``chat_request`` holds an assistant message with ``tool_calls`` that is
+    not a list of calls (was, with parsers configured, TypeError: object of type 'bool' has no len()
+    → 500, and a string counted its characters as earlier calls) is the 400 render answers
+    for the same messages (newcomer check, stop 22)."""
+    chat = {"messages": [{"role": "user", "content": "hi"},
+                         {"role": "assistant", "content": "a", "tool_calls": calls}]}
+    client = serve(reasoning_parser="qwen3", tool_call_parser="hermes", enable_auto_tool_choice=True)
+    if stream:
+        body = {"stream": True, "chat_request": chat, "prompt_token_ids": [1, 2, 3],
+                "generate_chunk": {"request_id": "r", "choices": [{"index": 0, "token_ids": [9707]}]}}
+    else:
+        body = {"chat_request": chat, "generate_response": {
+            "request_id": "x", "choices": [{"index": 0, "token_ids": [9707], "finish_reason": "stop"}]}}
+    r = client.post("/v1/chat/completions/derender", json=body)
+    assert r.status_code == 400, r.text
+    rendered = client.post("/v1/chat/completions/render", json=chat)
+    assert rendered.status_code == 400, rendered.text
+    assert r.json() == rendered.json()  # the same error body as render's for the same messages

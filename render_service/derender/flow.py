@@ -23,6 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 from ..errors import InvalidRequest, InvalidStreamState, RenderServiceError
 from ..models import ModelBundle, check_model
 from ..parsing import drops_special_text
+from ..protocol.chat import check_tool_calls
 from ..protocol.common import asks_structured_output
 from ..protocol.derender import (
     ChatRequestFields,
@@ -72,7 +73,12 @@ def check_choice(bundle: ModelBundle, settings: Settings, choice: GenerateChoice
 
 def parse_context(chat: ChatRequestFields, settings: Settings) -> Any:
     """The parser library's ``ParseContext`` for a chat request (server template kwargs under
-    the request's; ``tool_choice`` defaults to ``auto`` with tools, else ``none``)."""
+    the request's; ``tool_choice`` defaults to ``auto`` with tools, else ``none``).
+
+    Raises:
+        pydantic.ValidationError: an assistant message's ``tool_calls`` of a wrong shape
+            (:func:`~render_service.protocol.chat.check_tool_calls`, as render answers it).
+    """
     from parsers.types import ParseContext
 
     kwargs = {**settings.default_chat_template_kwargs, **(chat.chat_template_kwargs or {})}
@@ -82,11 +88,13 @@ def parse_context(chat: ChatRequestFields, settings: Settings) -> Any:
         # effort switches ``enable_thinking`` unless the request's own kwargs set it
         if "enable_thinking" not in (chat.chat_template_kwargs or {}):
             kwargs["enable_thinking"] = chat.reasoning_effort != "none"
-    history = sum(
-        len(m.get("tool_calls") or ())
-        for m in chat.messages
-        if isinstance(m, dict) and m.get("role") == "assistant"
-    )
+    history = 0
+    for m in chat.messages:
+        if isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls"):
+            # vLLM 0.33 validates the whole chat request: a history call of a wrong shape (``true``,
+            # a number, a string) is its 400, as render answers it, not a count of characters
+            check_tool_calls(m["tool_calls"])
+            history += len(m["tool_calls"])
     return ParseContext(
         tools=tuple(chat.tools) if chat.tools else None,
         tool_choice=chat.tool_choice or ("auto" if chat.tools else "none"),
