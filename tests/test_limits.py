@@ -35,6 +35,28 @@ def test_content_length_over_limit_is_413(serve):
     assert err["type"] == "PayloadTooLargeError" and "2048" in err["message"]
 
 
+@pytest.mark.parametrize("path", [RENDER, "/v1/completions/render", DERENDER, "/v1/messages/render",
+                                  "/v1/responses/render", "/tokenize"])
+def test_declared_length_over_limit_is_413_before_the_body(serve, path):
+    """A request that declares a Content-Length over the limit and sends almost nothing is answered
+    413 at once on every route, also those the lanes in front of the app take (they read bodies
+    before the app's limit saw the header: no answer until the declared bytes came; newcomer
+    check, stop 22). A raw socket, since HTTP clients send the whole declared body."""
+    import socket
+
+    client = serve(**SMALL)
+    host, port = client.base_url.host, client.base_url.port
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+                     "content-length: 99999999999\r\n\r\n{}".encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            assert chunk, answer
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
 def test_streamed_body_over_limit_is_413(serve):
     """A chunked body without Content-Length is counted as it streams and refused past the limit."""
     client = serve(**SMALL)

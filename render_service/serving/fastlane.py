@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import metrics
 from .auth import ApiKeyAuth
-from .limits import BodyLimits, check_body
+from .limits import BodyLimits, check_body, declared_over
 from .observe import FINGERPRINT_HEADER, REQUEST_ID_HEADER, access_log, client_request_id, new_request_id
 
 Chunk = Callable[[Any], bool]
@@ -63,7 +63,8 @@ class FastLane:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         handler = self.handlers.get(scope.get("path", "")) if scope["type"] == "http" else None
         fp = self.fingerprint() if handler is not None else None
-        if handler is None or fp is None or scope.get("method") != "POST" or scope.get("root_path"):
+        if handler is None or fp is None or scope.get("method") != "POST" or scope.get("root_path") \
+                or declared_over(scope, self.max_body):
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()

@@ -74,6 +74,14 @@ class BodySizeLimit:
         await self.app(scope, counting_receive, send)
 
 
+def declared_over(scope: Scope, limit: int) -> bool:
+    """Whether the request declares (``Content-Length``) a body over ``limit`` bytes (0: no limit):
+    the lanes in front of the app then hand it on unread, so the app's body-size limit answers
+    413 at once instead of after the lane read the body up to the limit."""
+    declared = _content_length(scope) if limit > 0 else None
+    return declared is not None and declared > limit
+
+
 def _content_length(scope: Scope) -> int | None:
     for name, value in scope.get("headers", ()):
         if name == b"content-length":

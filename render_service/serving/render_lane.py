@@ -33,7 +33,7 @@ from ..render.multimodal import NeedsWorker, cached_only, reusing_plan, state_fo
 from . import metrics
 from .auth import GUARDED_PREFIXES, ApiKeyAuth
 from .fastlane import LaneApp, _read_body, _replay, accepted_json, log_post, whole_app
-from .limits import BodyLimits, WorkerPool, check_body
+from .limits import BodyLimits, WorkerPool, check_body, declared_over
 from .media_body import PiecesResponse, corked
 from .observe import FINGERPRINT_HEADER, REQUEST_ID_HEADER, client_request_id, new_request_id
 
@@ -84,7 +84,8 @@ class RenderLane:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         fp = self.state.fingerprint
-        if fp is None or scope.get("method") != "POST" or scope.get("root_path"):
+        if fp is None or scope.get("method") != "POST" or scope.get("root_path") \
+                or declared_over(scope, self.max_body):
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
