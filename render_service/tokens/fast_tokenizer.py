@@ -313,12 +313,19 @@ def encode_by_pieces(encoder: Any, text: str) -> list[int]:
     return ids
 
 
-def tokenizer_json(tokenizer: Any) -> str | None:
-    """The ``tokenizer.json`` text of a HF fast tokenizer (or a ``tokenizers.Tokenizer``), else None."""
+def tokenizer_backend(tokenizer: Any) -> Any:
+    """The ``tokenizers.Tokenizer`` behind a HF fast tokenizer (or the ``tokenizers.Tokenizer``
+    itself), else None."""
     backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
     if backend is None and hasattr(tokenizer, "to_str"):
         backend = tokenizer
-    return backend.to_str() if backend is not None and hasattr(backend, "to_str") else None
+    return backend if backend is not None and hasattr(backend, "to_str") else None
+
+
+def tokenizer_json(tokenizer: Any) -> str | None:
+    """The ``tokenizer.json`` text of a HF fast tokenizer (or a ``tokenizers.Tokenizer``), else None."""
+    backend = tokenizer_backend(tokenizer)
+    return None if backend is None else backend.to_str()
 
 
 PROOF_VERSION = "rank-bpe-proof-1"

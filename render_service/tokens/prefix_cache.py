@@ -35,7 +35,7 @@ from .fast_tokenizer import (
     added_splitter,
     build_fast_encoder,
     check_added_tokens,
-    tokenizer_json,
+    tokenizer_backend,
 )
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -334,21 +334,18 @@ def _piecewise_ok(tokenizer: Any) -> bool:
 def _added_tokens(tokenizer: Any) -> list[dict[str, Any]] | None:
     """The ``added_tokens`` entries of the tokenizer's ``tokenizer.json`` (``id``, ``content`` and the
     matching flags :func:`check_added_tokens` reads), in id order; ``None`` when it has no
-    ``tokenizers`` backend (:func:`tokenizer_json` is ``None``).
+    ``tokenizers`` backend (:func:`~.fast_tokenizer.tokenizer_backend` is ``None``).
 
     Read from the backend's ``get_added_tokens_decoder()`` (the same ``AddedToken`` objects the JSON
     is serialised from) instead of serialising and parsing the whole ``tokenizer.json`` (0.4-1.4
     CPU-s per load for a 130k-200k vocabulary; equal lists for every shared model and the embedded
     one); a backend without that method falls back to the JSON."""
-    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
-    if backend is None and hasattr(tokenizer, "to_str"):
-        backend = tokenizer
-    if backend is None or not hasattr(backend, "to_str"):
+    backend = tokenizer_backend(tokenizer)
+    if backend is None:
         return None
     decoder = getattr(backend, "get_added_tokens_decoder", None)
     if decoder is None:
-        text = tokenizer_json(tokenizer)
-        return None if text is None else list(json.loads(text).get("added_tokens") or [])
+        return list(json.loads(backend.to_str()).get("added_tokens") or [])
     return [{"id": i, "content": t.content, "normalized": t.normalized, "lstrip": t.lstrip,
              "rstrip": t.rstrip, "single_word": t.single_word} for i, t in sorted(decoder().items())]
 
