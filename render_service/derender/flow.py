@@ -23,7 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 from ..errors import InvalidRequest, InvalidStreamState, RenderServiceError
 from ..models import ModelBundle, check_model
 from ..parsing import drops_special_text
-from ..protocol.chat import check_tool_calls
+from ..protocol.chat import history_tool_calls
 from ..protocol.common import asks_structured_output
 from ..protocol.derender import (
     ChatRequestFields,
@@ -77,7 +77,7 @@ def parse_context(chat: ChatRequestFields, settings: Settings) -> Any:
 
     Raises:
         pydantic.ValidationError: an assistant message's ``tool_calls`` of a wrong shape
-            (:func:`~render_service.protocol.chat.check_tool_calls`, as render answers it).
+            (:func:`~render_service.protocol.chat.history_tool_calls`, as render answers it).
     """
     from parsers.types import ParseContext
 
@@ -88,13 +88,9 @@ def parse_context(chat: ChatRequestFields, settings: Settings) -> Any:
         # effort switches ``enable_thinking`` unless the request's own kwargs set it
         if "enable_thinking" not in (chat.chat_template_kwargs or {}):
             kwargs["enable_thinking"] = chat.reasoning_effort != "none"
-    history = 0
-    for m in chat.messages:
-        if isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls"):
-            # vLLM 0.33 validates the whole chat request: a history call of a wrong shape (``true``,
-            # a number, a string) is its 400, as render answers it, not a count of characters
-            check_tool_calls(m["tool_calls"])
-            history += len(m["tool_calls"])
+    # vLLM 0.33 validates the whole chat request: a history call of a wrong shape (``true``, a
+    # number, a string) is its 400, as render answers it, not a count of characters
+    history = history_tool_calls(chat.messages)
     return ParseContext(
         tools=tuple(chat.tools) if chat.tools else None,
         tool_choice=chat.tool_choice or ("auto" if chat.tools else "none"),

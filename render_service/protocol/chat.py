@@ -121,6 +121,22 @@ def check_tool_calls(calls: Any) -> None:
     list(_TOOL_CALLS.validate_python(calls))
 
 
+def history_tool_calls(messages: list[Any]) -> int:
+    """The number of tool calls in a chat's assistant messages, each message's ``tool_calls``
+    validated first (:func:`check_tool_calls`), as vLLM 0.33 reads them while it validates the
+    request (render, and derender's ``history_tool_call_cnt``).
+
+    Raises:
+        pydantic.ValidationError: a ``tool_calls`` of a wrong shape (``true``, a number, a string).
+    """
+    count = 0
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "assistant" and message.get("tool_calls"):
+            check_tool_calls(message["tool_calls"])
+            count += len(message["tool_calls"])
+    return count
+
+
 class ChatCompletionRequest(SamplingRequestFields):
     """An OpenAI chat request. ``messages`` and ``tools`` stay plain JSON values here; their
     validation and normalisation live in :mod:`render_service.render.messages`."""

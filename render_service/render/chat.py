@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InvalidRequest, not_an_object
 from ..models import ModelBundle, check_model
-from ..protocol.chat import ChatCompletionRequest, check_tool_calls
+from ..protocol.chat import ChatCompletionRequest, history_tool_calls
 from ..protocol.common import asks_structured_output
 from ..settings import Settings
 from . import adjust, harmony, messages, sampling, tool_choice
@@ -145,9 +145,7 @@ def render_chat(
         raise not_an_object(body)
     pre_check(body, "chat")
     req = ChatCompletionRequest.model_validate(body, from_attributes=True)  # as FastAPI reads bodies
-    for message in req.messages:  # vLLM 0.33 reads history calls while it validates the request
-        if isinstance(message, dict) and message.get("role") == "assistant" and message.get("tool_calls"):
-            check_tool_calls(message["tool_calls"])
+    history_tool_calls(req.messages)  # vLLM 0.33 reads history calls while it validates the request
     check_model(bundle, req.model)
     verify_sampling(req, req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens)
     top_logprobs = _check_chat(req, body, settings)
