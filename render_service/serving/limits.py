@@ -56,8 +56,7 @@ class BodySizeLimit:
         if scope["type"] != "http" or self.limit <= 0:
             await self.app(scope, receive, send)
             return
-        declared = _content_length(scope)
-        if declared is not None and declared > self.limit:
+        if declared_over(scope, self.limit):
             await send_error(send, PayloadTooLarge(too_large_message(self.limit)))
             return
         seen = 0
