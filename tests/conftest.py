@@ -14,6 +14,7 @@ import ctypes
 import dataclasses
 import gc
 import os
+import resource
 import socket
 import sys
 import threading
@@ -408,7 +409,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 _MEMLOG = os.environ.get("RENDER_SERVICE_MEMLOG")
 """A folder: when set, each test process appends one line per test to ``<folder>/<worker>.tsv``
-(test id, wall seconds, CPU seconds, VmRSS and VmHWM in MB after the test, model folders loaded),
+(test id, wall seconds, CPU seconds, VmRSS and VmHWM in MB after the test, model folders loaded,
+and last the CPU seconds of child processes reaped during the test: servers stopped in teardown),
 to find what raises the suite's peak memory. Unset (the default): nothing is measured."""
 
 
@@ -423,12 +425,18 @@ def _vm_mb() -> tuple[int, int]:
     return rss, hwm
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 if _MEMLOG:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         start, cpu = time.monotonic(), time.process_time()
+        children = _children_cpu()
         before = _vm_mb()
         yield
         rss, hwm = _vm_mb()
@@ -437,4 +445,4 @@ if _MEMLOG:
             out.write(f"{item.nodeid}\t{time.monotonic() - start:.2f}\t{time.process_time() - cpu:.2f}\t"
                       f"{before[0]}\t{rss}\t{hwm}\t{len(_RESIDENT)}\t{len(_SERVERS)}\t"
                       f"{LOADS['tokenizers']}\t{LOADS['bundles']}\t"
-                      f"{','.join(Path(p).name for p in _RESIDENT)}\n")
+                      f"{','.join(Path(p).name for p in _RESIDENT)}\t{_children_cpu() - children:.2f}\n")
