@@ -18,6 +18,7 @@ import httpx
 import psutil
 import pytest
 
+from benchmarks.http_servers import fresh_client
 from benchmarks.load_test import settle
 
 pytestmark = pytest.mark.slow
@@ -195,8 +196,9 @@ def test_crashed_worker_is_replaced_while_serving(two_workers):
     os.kill(victim, signal.SIGKILL)
     statuses = []
     deadline = time.monotonic() + 60
+    fresh = fresh_client(30)  # a new connection per request, as httpx.get (at ~1/20 of its CPU)
     while time.monotonic() < deadline:
-        statuses.append(httpx.get(f"{p.client.base_url}/v1/models", timeout=30).status_code)
+        statuses.append(fresh.get(f"{p.client.base_url}/v1/models").status_code)
         now = p.workers()
         if victim not in now and len(now) == 2 and len(statuses) >= 20:
             break
@@ -208,13 +210,14 @@ def test_crashed_worker_is_replaced_while_serving(two_workers):
     # poll until the replacement publishes its gauges (or the deadline passes and the assert fails)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        text = httpx.get(f"{p.client.base_url}/metrics").text
+        text = fresh.get(f"{p.client.base_url}/metrics", timeout=5).text
         if "render_service_worker_threads 8.0" in text.splitlines():
             break
         time.sleep(0.2)
     assert 'render_service_requests_total{endpoint="/v1/models",method="GET",status="200"}' in text
     # live gauges are summed over live workers only: 2 workers x 4 threads, the dead one forgotten
     assert "render_service_worker_threads 8.0" in text.splitlines()
+    fresh.close()
 
 
 @pytest.mark.parametrize("workers", ["1", pytest.param("2", marks=SHARED_TWO_WORKERS)])
@@ -229,15 +232,16 @@ def test_shutdown_delay_reports_not_ready_while_still_serving(proc, two_workers,
     p.popen.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + 4
     url = f"{p.client.base_url}"
-    r = httpx.get(url + "/ready")
-    while r.status_code == 200 and time.monotonic() < deadline:
-        time.sleep(0.05)
-        r = httpx.get(url + "/ready")
-    assert r.status_code == 503 and "draining" in r.json()["error"]["message"]
-    time.sleep(0.3)  # every worker has received the signal by now
-    for _ in range(6):  # fresh connections reach either worker
-        assert httpx.get(url + "/ready").status_code == 503
-        assert httpx.get(url + "/v1/models").status_code == 200
+    with fresh_client(5) as fresh:  # a new connection per request, as httpx.get (at ~1/20 of its CPU)
+        r = fresh.get(url + "/ready")
+        while r.status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            r = fresh.get(url + "/ready")
+        assert r.status_code == 503 and "draining" in r.json()["error"]["message"]
+        time.sleep(0.3)  # every worker has received the signal by now
+        for _ in range(6):  # fresh connections reach either worker
+            assert fresh.get(url + "/ready").status_code == 503
+            assert fresh.get(url + "/v1/models").status_code == 200
     assert p.popen.wait(30) == 0
 
 
