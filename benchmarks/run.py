@@ -77,6 +77,9 @@ class Context:
     concurrency: int
     duration: float
     peer_url: str | None
+    #: ``--quick``: sections whose repeats are fixed (not ``repeat``) take fewer where one sample
+    #: already gives a true figure; the full run's method is unchanged
+    quick: bool = False
     bundle: Any = None
     settings: Any = None
     fast: Any = None
@@ -189,6 +192,7 @@ def make_context(args: argparse.Namespace) -> Context:
         concurrency=args.concurrency,
         duration=args.duration or (1.0 if q else 8.0),
         peer_url=args.peer_url,
+        quick=q,
     )
 
 

@@ -46,9 +46,9 @@ def test_unknown_section_is_refused():
 def test_quick_flag_shrinks_the_defaults():
     """--quick picks few repeats, short stream positions, one worker count and short HTTP runs."""
     ctx = make_context(build_parser().parse_args(["--quick"]))
-    assert ctx.repeat == 3 and ctx.workers == [1] and ctx.stream_positions == [10, 100, 300]
+    assert ctx.repeat == 3 and ctx.workers == [1] and ctx.stream_positions == [10, 100, 300] and ctx.quick
     full = make_context(build_parser().parse_args([]))
-    assert full.stream_positions == [10, 1000, 4000, 8000] and full.workers == [1, 2]
+    assert not full.quick and full.stream_positions == [10, 1000, 4000, 8000] and full.workers == [1, 2]
     assert full.body_prompts == [1000, 100_000] and set(SECTIONS) >= {"floor", "peer"}
 
 

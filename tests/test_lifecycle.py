@@ -18,6 +18,7 @@ import httpx
 import psutil
 import pytest
 
+from benchmarks.http_servers import fresh_client
 from benchmarks.load_test import settle
 
 pytestmark = pytest.mark.slow
@@ -41,13 +42,20 @@ class Proc:
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60)
-        workers = int(flags[flags.index("--renderer-num-workers") + 1]) if "--renderer-num-workers" in flags else 1
+        self.worker_count = (
+            int(flags[flags.index("--renderer-num-workers") + 1]) if "--renderer-num-workers" in flags else 1
+        )
+        self.wait_serving()
+
+    def wait_serving(self) -> None:
+        """Wait until ``/ready`` is 200 and (several workers) every worker serves and the tree
+        has settled (see :meth:`_all_serving`); fail if the process exits, or after 120 s."""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.popen.poll() is None, self.popen.stderr.read().decode()[-3000:]
             try:
-                if self.client.get("/ready").status_code == 200 and self._all_serving(workers):
-                    if workers > 1:  # see _all_serving: the workers' start-up builds done too
+                if self.client.get("/ready").status_code == 200 and self._all_serving(self.worker_count):
+                    if self.worker_count > 1:  # see _all_serving: the workers' start-up builds done too
                         settle(self.popen.pid)
                     return
             except httpx.TransportError:
@@ -103,6 +111,38 @@ def proc():
         p.stop()
 
 
+TWO_WORKERS = ("--shutdown-delay", "8", "--renderer-num-workers", "2")
+"""Flags of the 2-worker server :func:`two_workers` keeps: the crash test never stops it (the
+delay does not act there) and the 2-worker shutdown-delay test then stops it."""
+
+#: The tests that share :func:`two_workers`' server run on one xdist worker, the crash test first
+#: (it is defined first; conftest keeps a group's tests in collection order).
+SHARED_TWO_WORKERS = pytest.mark.xdist_group("lifecycle-two-workers")
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    """Factory: a live ``TWO_WORKERS`` server whose every worker serves and whose tree has settled
+    (the same state a fresh :class:`Proc` is in), kept between the tests of this module that leave
+    it running: the crash test kills one worker and leaves a server with its replacement, which
+    the 2-worker shutdown-delay test then checks and stops. A server a test stopped (or whose
+    process exited) is replaced by a fresh one, so each test gets that state whatever ran before;
+    only the start of a second 2-worker server is saved (~10 CPU-s: two workers' loads and
+    fast-encoder builds)."""
+    held: list[Proc] = []
+
+    def get() -> Proc:
+        if held and held[-1].popen.poll() is None:
+            held[-1].wait_serving()
+            return held[-1]
+        held.append(Proc(*TWO_WORKERS))
+        return held[-1]
+
+    yield get
+    for p in held:
+        p.stop()
+
+
 def _slow_upload(client: httpx.Client, started: threading.Event, out: list) -> None:
     """POST /tokenize with a body streamed over ~1.5 s (an in-flight request across SIGTERM)."""
 
@@ -136,36 +176,17 @@ def test_sigterm_finishes_in_flight_request_then_exits_0(proc, workers):
     assert p.popen.wait(30) == 0
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
-def test_shutdown_delay_reports_not_ready_while_still_serving(proc, workers):
-    """With --shutdown-delay, after SIGTERM /ready turns 503 "draining" while other routes still
-    answer 200 (in every worker process); then the process exits 0."""
-    # a delay long enough for the checks below on a loaded machine (with 3 s the server sometimes
-    # closed before the last of them under load); the 503 is expected well inside it
-    p = proc("--shutdown-delay", "8", "--renderer-num-workers", workers)
-    p.popen.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 4
-    url = f"{p.client.base_url}"
-    r = httpx.get(url + "/ready")
-    while r.status_code == 200 and time.monotonic() < deadline:
-        time.sleep(0.05)
-        r = httpx.get(url + "/ready")
-    assert r.status_code == 503 and "draining" in r.json()["error"]["message"]
-    time.sleep(0.3)  # every worker has received the signal by now
-    for _ in range(6):  # fresh connections reach either worker
-        assert httpx.get(url + "/ready").status_code == 503
-        assert httpx.get(url + "/v1/models").status_code == 200
-    assert p.popen.wait(30) == 0
-
-
-def test_crashed_worker_is_replaced_while_serving(proc):
+@SHARED_TWO_WORKERS
+def test_crashed_worker_is_replaced_while_serving(two_workers):
     """kill -9 of one of two workers: requests keep succeeding, a new worker pid appears, and the
     metrics of the surviving processes are still served.
 
     Each request uses a new connection (as a load balancer opening connections would): keep-alive
     connections held by the killed worker itself are reset, which clients see as a connection error.
+    The server (:func:`two_workers`) is left running with its replacement worker for the 2-worker
+    shutdown-delay test.
     """
-    p = proc("--renderer-num-workers", "2")
+    p = two_workers()
     deadline = time.monotonic() + 30
     while len(p.workers()) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -175,8 +196,9 @@ def test_crashed_worker_is_replaced_while_serving(proc):
     os.kill(victim, signal.SIGKILL)
     statuses = []
     deadline = time.monotonic() + 60
+    fresh = fresh_client(30)  # a new connection per request, as httpx.get (at ~1/20 of its CPU)
     while time.monotonic() < deadline:
-        statuses.append(httpx.get(f"{p.client.base_url}/v1/models", timeout=30).status_code)
+        statuses.append(fresh.get(f"{p.client.base_url}/v1/models").status_code)
         now = p.workers()
         if victim not in now and len(now) == 2 and len(statuses) >= 20:
             break
@@ -188,13 +210,39 @@ def test_crashed_worker_is_replaced_while_serving(proc):
     # poll until the replacement publishes its gauges (or the deadline passes and the assert fails)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        text = httpx.get(f"{p.client.base_url}/metrics").text
+        text = fresh.get(f"{p.client.base_url}/metrics", timeout=5).text
         if "render_service_worker_threads 8.0" in text.splitlines():
             break
         time.sleep(0.2)
     assert 'render_service_requests_total{endpoint="/v1/models",method="GET",status="200"}' in text
     # live gauges are summed over live workers only: 2 workers x 4 threads, the dead one forgotten
     assert "render_service_worker_threads 8.0" in text.splitlines()
+    fresh.close()
+
+
+@pytest.mark.parametrize("workers", ["1", pytest.param("2", marks=SHARED_TWO_WORKERS)])
+def test_shutdown_delay_reports_not_ready_while_still_serving(proc, two_workers, workers):
+    """With --shutdown-delay, after SIGTERM /ready turns 503 "draining" while other routes still
+    answer 200 (in every worker process); then the process exits 0. With 2 workers the server is
+    :func:`two_workers`' (every worker serving, settled; after the crash test, one of them is its
+    replacement worker)."""
+    # a delay long enough for the checks below on a loaded machine (with 3 s the server sometimes
+    # closed before the last of them under load); the 503 is expected well inside it
+    p = two_workers() if workers == "2" else proc("--shutdown-delay", "8", "--renderer-num-workers", workers)
+    p.popen.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 4
+    url = f"{p.client.base_url}"
+    with fresh_client(5) as fresh:  # a new connection per request, as httpx.get (at ~1/20 of its CPU)
+        r = fresh.get(url + "/ready")
+        while r.status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            r = fresh.get(url + "/ready")
+        assert r.status_code == 503 and "draining" in r.json()["error"]["message"]
+        time.sleep(0.3)  # every worker has received the signal by now
+        for _ in range(6):  # fresh connections reach either worker
+            assert fresh.get(url + "/ready").status_code == 503
+            assert fresh.get(url + "/v1/models").status_code == 200
+    assert p.popen.wait(30) == 0
 
 
 def test_a_stop_during_the_fast_encoder_build_exits_0_without_waiting_for_it():

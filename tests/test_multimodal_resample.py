@@ -81,6 +81,71 @@ def test_render_dispatch_reads_pillow_memory_and_equals_pillow() -> None:
         assert np.array_equal(planes[c], np.asarray(band)), c
 
 
+def test_compiled_planes_in_bands_equal_the_whole_image() -> None:
+    """``compiled_planes`` (what ``process_image`` patches a band at a time from) gives, for any
+    band of output rows, those rows of Pillow's resize of the whole 4000×3000 JPEG (3000 → 3008
+    rows), reusing one buffer; at the image's own height it gives ``Image.split``'s rows."""
+    img, _ = image.decode_image((MEDIA / "rgb_large_4000x3000.jpg").read_bytes(), 10**9)
+    ref = [np.asarray(b) for b in img.resize((4000, 3008), Image.Resampling.BICUBIC).split()]
+    planes = image.compiled_planes(img, 3008, 4000)
+    assert planes is not None
+    first = planes(0, 32)
+    assert np.shares_memory(first, planes(32, 32))  # one buffer, reused while a band fits
+    for top, n in [(0, 32), (32, 32), (1504, 64), (2976, 32), (7, 5), (0, 3008)]:
+        band = planes(top, n)
+        assert band.shape == (3, n, 4000) and band.flags.c_contiguous
+        for c in range(3):
+            assert np.array_equal(band[c], ref[c][top:top + n]), (top, n, c)
+    same = image.compiled_planes(img, 3000, 4000)
+    assert same is not None
+    split = [np.asarray(b) for b in img.split()]
+    for top, n in [(0, 32), (2968, 32), (11, 3)]:
+        band = same(top, n)
+        for c in range(3):
+            assert np.array_equal(band[c], split[c][top:top + n]), (top, n, c)
+    assert image.compiled_planes(img, 3008, 3968) is None  # a width change: Pillow resizes
+    assert image.compiled_planes(img.convert("L"), 3008, 4000) is None
+
+
+def test_large_image_patches_equal_patchify_of_pillow() -> None:
+    """The 4000×3000 JPEG's encoded patches (planes a band at a time, ``encode_payload``'s banded
+    path) equal ``image.patchify`` of Pillow's resize, compared a row of merge windows at a
+    time (so that no second 72 MB copy is held)."""
+    import pybase64
+
+    from render_service.render.multimodal import serde
+
+    arch = _arch(FAMILIES[0])
+    img, _ = image.decode_image((MEDIA / "rgb_large_4000x3000.jpg").read_bytes(), 10**9)
+    pixels, grid = image.process_image(img, arch, arch.image_min_pixels, arch.image_max_pixels)
+    assert grid == (1, 188, 250) and pixels.band_rows > 0
+    fields = {"pixel_values": serde.Field(pixels, "flat", False, [[[0, pixels.shape[0], None]]])}
+    start = len(serde._segments(fields)[0][0])  # the msgpack head before the patch bytes
+    raw = np.frombuffer(pybase64.b64decode(serde.encode_payload(fields).buf.data), dtype=np.uint8)
+    patches = raw[start:start + pixels.nbytes].reshape(pixels.shape)
+    ref = np.asarray(img.resize((4000, 3008), Image.Resampling.BICUBIC))
+    rows = arch.merge_size * arch.patch_size
+    for top in range(0, 3008, rows):
+        band = ref[top:top + rows]
+        expected, _ = image.patchify(np.stack([band, band]), arch)
+        k = top // rows * pixels.band_rows
+        assert np.array_equal(patches[k:k + pixels.band_rows], expected), top
+
+
+@pytest.mark.parametrize("name", VIDEOS)
+def test_video_frames_converted_on_one_thread_equal_pyav_default(name: str) -> None:
+    """``decode_video`` converts the sampled frames to RGB with swscale on the calling thread
+    (``threads=1``): the same pixels as PyAV's default (automatic slice threads)."""
+    av = pytest.importorskip("av")
+    arch = _arch(FAMILIES[0])
+    data = (MEDIA / name).read_bytes()
+    decoded = video.decode_video(data, arch, 10**9, {})
+    with av.open(io.BytesIO(data)) as container:
+        frames = list(container.decode(container.streams.video[0]))
+    expected = np.stack([frames[i].to_ndarray(format="rgb24") for i in decoded.indices])
+    assert np.array_equal(decoded.frames, expected)
+
+
 @pytest.mark.parametrize("name", VIDEOS)
 def test_video_frames_equal_pillow(name: str) -> None:
     pytest.importorskip("av")

@@ -11,6 +11,7 @@ import io
 import math
 import re
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 from PIL import Image
@@ -199,15 +200,40 @@ def resize_planes(img: Image.Image, height: int, width: int) -> list[np.ndarray]
     where ``np.asarray`` would copy it twice through fresh ``bytes``. With the compiled kernels
     (:mod:`.resample`) an RGB image whose width is kept is read in place instead: split into
     planes in one pass (no resize) or resized along the height and split in the same pass."""
-    if img.size[0] == width and img.mode == "RGB" and resample.ready():
-        pixels = _arrow_rgbx(img)
-        if pixels is not None and img.size[1] == height:  # no resize: the compiled split
-            return list(resample.split_planes(pixels))
-        if pixels is not None:  # Pillow's vertical-only pass, computed by the compiled kernel
-            return list(resample.vertical_planes(pixels, height))
+    compiled = compiled_planes(img, height, width)
+    if compiled is not None:
+        return list(compiled(0, height))
     if img.size != (width, height):
         img = img.resize((width, height), Image.Resampling.BICUBIC)
     return [_plane(band) for band in img.split()]
+
+
+def compiled_planes(img: Image.Image, height: int, width: int) -> Callable[[int, int], np.ndarray] | None:
+    """:func:`resize_planes` a band of rows at a time, for an RGB image whose width is kept, with
+    the compiled kernels (:mod:`.resample`, reading Pillow's RGBX memory in place): the
+    function ``planes(top, n)`` → the colour planes ``[3, n, width]`` uint8 of the output rows
+    ``top`` to ``top + n`` (resized along the height as Pillow's BICUBIC, or split alone when
+    the height is kept too: every output row depends only on its own taps, so a band holds the
+    bytes of the whole image's rows). The planes are written into one buffer that each call
+    reuses (valid until the next call), so a large image's planes never exist whole: a band
+    stays in cache on its way into the patches, and no fresh memory is mapped for 3·H·W bytes
+    (a 4000×3008 image: 36 MB). ``None`` otherwise (Pillow resizes: :func:`resize_planes`)."""
+    if img.size[0] != width or img.mode != "RGB" or not resample.ready():
+        return None
+    pixels = _arrow_rgbx(img)
+    if pixels is None:
+        return None
+    scratch = [np.empty(0, dtype=np.uint8)]
+
+    def planes(top: int, n: int) -> np.ndarray:
+        if len(scratch[0]) < 3 * n * width:
+            scratch[0] = np.empty(3 * n * width, dtype=np.uint8)
+        out = scratch[0][:3 * n * width].reshape(3, n, width)
+        if img.size[1] == height:  # no resize: the compiled split
+            return resample.split_planes(pixels[top:top + n], out)
+        return resample.vertical_planes(pixels, height, out, top)  # Pillow's vertical-only pass
+
+    return planes
 
 
 def _plane(band: Image.Image) -> np.ndarray:
@@ -335,7 +361,8 @@ def process_image(
     row of merge windows at a time."""
     w, h = img.size
     rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
-    planes = resize_planes(img, rh, rw)
+    compiled = compiled_planes(img, rh, rw)  # a band of planes at a time, as they are written
+    planes = resize_planes(img, rh, rw) if compiled is None else []
     p, m = arch.patch_size, arch.merge_size
     grid = (1, rh // p, rw // p)
     band_rows = (rw // p) * m  # patches of one row of merge windows (m·P pixel rows)
@@ -343,6 +370,7 @@ def process_image(
     def write(out: np.ndarray, start: int) -> None:
         top = start // band_rows * m * p
         rows = out.shape[0] // band_rows * m * p
-        patchify_still([plane[top:top + rows] for plane in planes], arch, out)
+        band = list(compiled(top, rows)) if compiled is not None else [plane[top:top + rows] for plane in planes]
+        patchify_still(band, arch, out)
 
     return serde.Pending(patch_shape(rh, rw, arch), write, band_rows), grid

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
-import httpx
 import pybase64
 
 from ...errors import InvalidRequest, RenderServiceError
@@ -55,6 +54,8 @@ def _tls_context(ca_bundle: str | None) -> ssl.SSLContext:
     milliseconds of CPU; one context serves every fetch and thread)."""
     if ca_bundle is not None:
         return ssl.create_default_context(cafile=ca_bundle)
+    import httpx  # here, not at module level: see _http_url
+
     return httpx.create_ssl_context()
 
 
@@ -148,6 +149,10 @@ def _timed_out(host: str, policy: FetchPolicy) -> MediaFetchFailed:
 
 
 def _http_url(url: str, policy: FetchPolicy) -> bytes:
+    # httpx (~0.2 CPU-s to import, most of it its command-line part: click, rich) is imported on
+    # the first URL fetch, not by every server process at start: most never fetch a URL.
+    import httpx
+
     # --media-fetch-timeout bounds the whole fetch (redirects, a slow trickle of bytes), as
     # vLLM's total fetch timeout; httpx's own timeout applies per connect / read.
     deadline = time.monotonic() + policy.timeout

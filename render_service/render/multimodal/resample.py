@@ -150,10 +150,12 @@ def _kernel(name: str) -> Any:
     return _KERNELS[name]
 
 
-def vertical_planes(pixels: np.ndarray, height: int, out: np.ndarray | None = None) -> np.ndarray:
+def vertical_planes(pixels: np.ndarray, height: int, out: np.ndarray | None = None, top: int = 0) -> np.ndarray:
     """``pixels`` ``[H, W, C]`` uint8 (C 3 or 4, e.g. Pillow's RGBX memory) resized to ``height``
     rows as Pillow's BICUBIC does → the first three channels as planes ``[3, height, W]`` uint8
-    (written into ``out`` when given: C-contiguous, that shape).
+    (written into ``out`` when given: C-contiguous, ``[3, n, W]``, then only the output rows
+    ``top`` to ``top + n``, the same bytes as those rows of the whole result: each output row
+    is computed from its own taps alone).
 
     Raises:
         RuntimeError: the kernels are not ready (check :func:`ready` first).
@@ -161,8 +163,9 @@ def vertical_planes(pixels: np.ndarray, height: int, out: np.ndarray | None = No
     kernel = _kernel("planes")
     rows, bounds, kk = _prepared(pixels, height)
     if out is None:
-        out = np.empty((3, height, pixels.shape[1]), dtype=np.uint8)
-    kernel(rows, pixels.shape[2], bounds, kk, out)
+        out = np.empty((3, height - top, pixels.shape[1]), dtype=np.uint8)
+    n = out.shape[1]
+    kernel(rows, pixels.shape[2], bounds[top:top + n], kk[top:top + n], out)
     return out
 
 
