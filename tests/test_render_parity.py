@@ -137,6 +137,7 @@ def _check_real(folder: str, records: list) -> dict:
     return counts
 
 
+@pytest.mark.xdist_group("Qwen--Qwen3-0.6B")  # with that folder's tests: shares its loaded bundle
 def test_all_real_requests_qwen3():
     """All 745 real requests render on Qwen3 to transformers' exact ids."""
     counts = _check_real("Qwen--Qwen3-0.6B", _real_requests())
@@ -165,6 +166,7 @@ def test_sampled_real_requests(folder, monkeypatch):
     assert (counts["same"], counts["both_refuse"], counts["ours_only"]) == SAMPLED[folder]
 
 
+@pytest.mark.xdist_group("deepseek-ai--DeepSeek-R1-Distill-Qwen-7B")  # with that folder's tests: shares its loaded bundle
 def test_r1_tool_history_renders_where_transformers_fails():
     """R1-Distill: for every real request with tool calls in history transformers 5 fails
     (``content: null`` dropped); ours renders what vLLM 0.33 renders, which hands the template
@@ -205,10 +207,19 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40) | st.s
 )
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(folder=st.sampled_from(MODEL_FOLDERS), parts=st.lists(_TEXT, min_size=1, max_size=4), answer=_TEXT)
+@pytest.mark.parametrize("folder", MODEL_FOLDERS)
+@settings(
+    max_examples=examples(60 // len(MODEL_FOLDERS)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(parts=st.lists(_TEXT, min_size=1, max_size=4), answer=_TEXT)
 def test_random_contents_match_transformers(folder, parts, answer, monkeypatch):
-    """Random unicode and special-token-looking text in user/assistant turns renders identically."""
+    """Random unicode and special-token-looking text in user/assistant turns renders identically.
+
+    Parametrized by folder (60 examples in all, 10 per folder) rather than drawing the folder per
+    example: each folder's examples run in its ``xdist_group`` where its bundle is loaded, instead of
+    one test cycling through all folders (which reloaded evicted models: 11 loads, 25 CPU-s)."""
     pin_clock(monkeypatch)
     msgs = [
         {"role": "user", "content": "".join(parts)},
