@@ -592,26 +592,37 @@ def expand(token_ids: list[int], result: MediaResult) -> tuple[list[int], dict[s
     """Replace the template's single pad token of each item (prompt order per modality) by the
     item's replacement; ``mm_placeholders`` per modality (``offset`` into the new ids, ``length``).
 
+    The pads are found with ``list.index`` (C speed) and the ids between them copied as slices:
+    a cost per item, not per token (a 5,000-token conversation with one image: ~0.77 ms walked
+    token by token). A pad token beyond the items of its kind stays as it is.
+
     Raises:
         InvalidRequest: the template did not emit one placeholder per item.
     """
     queues: dict[int, list[Processed]] = {}
     for item in result.items:
         queues.setdefault(item.pad_token, []).append(item)
+    found: list[tuple[int, Processed]] = []  # (position in token_ids, item): the first pads of each kind
+    for tid, queue in queues.items():
+        at = -1
+        for item in queue:
+            try:
+                at = token_ids.index(tid, at + 1)
+            except ValueError:
+                raise InvalidRequest(
+                    "the chat template did not place every image/video of the messages", param="messages"
+                ) from None
+            found.append((at, item))
+    found.sort(key=lambda pair: pair[0])
     out: list[int] = []
     places: dict[str, list[dict[str, int]]] = {}
-    for tid in token_ids:
-        queue = queues.get(tid)
-        if queue:
-            item = queue.pop(0)
-            places.setdefault(item.modality, []).append({"offset": len(out), "length": len(item.replacement)})
-            out.extend(item.replacement)
-        else:
-            out.append(tid)
-    if any(queues.values()):
-        raise InvalidRequest(
-            "the chat template did not place every image/video of the messages", param="messages"
-        )
+    start = 0
+    for at, item in found:
+        out += token_ids[start:at]
+        places.setdefault(item.modality, []).append({"offset": len(out), "length": len(item.replacement)})
+        out += item.replacement
+        start = at + 1
+    out += token_ids[start:]
     return out, places
 
 
