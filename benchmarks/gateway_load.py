@@ -37,6 +37,8 @@ from typing import Any
 import httpx
 import psutil
 
+from .http_servers import fresh_client
+
 REPO = Path(__file__).resolve().parents[1]
 MAX_DURATION = 600.0
 MESSAGES = [{"role": "user", "content": "Hello there!"}]
@@ -175,8 +177,7 @@ def _start(cmd: list[str], url: str, ready: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + 120
-    # one client for the polls: httpx.get builds a client (an SSL context) per call, ~36 CPU-ms
-    with httpx.Client(timeout=1, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+    with fresh_client(1) as client:
         while time.monotonic() < deadline:
             try:
                 if client.get(url + ready).status_code == 200:

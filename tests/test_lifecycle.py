@@ -196,28 +196,27 @@ def test_crashed_worker_is_replaced_while_serving(two_workers):
     os.kill(victim, signal.SIGKILL)
     statuses = []
     deadline = time.monotonic() + 60
-    fresh = fresh_client(30)  # a new connection per request, as httpx.get (at ~1/20 of its CPU)
-    while time.monotonic() < deadline:
-        statuses.append(fresh.get(f"{p.client.base_url}/v1/models").status_code)
-        now = p.workers()
-        if victim not in now and len(now) == 2 and len(statuses) >= 20:
-            break
-        time.sleep(0.1)
-    assert set(statuses) == {200}
-    after = p.workers()
-    assert victim not in after and len(after) == 2 and after - before
-    # /ready may be answered by the surviving worker before the replacement has started its app:
-    # poll until the replacement publishes its gauges (or the deadline passes and the assert fails)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        text = fresh.get(f"{p.client.base_url}/metrics", timeout=5).text
-        if "render_service_worker_threads 8.0" in text.splitlines():
-            break
-        time.sleep(0.2)
-    assert 'render_service_requests_total{endpoint="/v1/models",method="GET",status="200"}' in text
-    # live gauges are summed over live workers only: 2 workers x 4 threads, the dead one forgotten
-    assert "render_service_worker_threads 8.0" in text.splitlines()
-    fresh.close()
+    with fresh_client(30) as fresh:  # a new connection per request, as httpx.get (at ~1/20 of its CPU)
+        while time.monotonic() < deadline:
+            statuses.append(fresh.get(f"{p.client.base_url}/v1/models").status_code)
+            now = p.workers()
+            if victim not in now and len(now) == 2 and len(statuses) >= 20:
+                break
+            time.sleep(0.1)
+        assert set(statuses) == {200}
+        after = p.workers()
+        assert victim not in after and len(after) == 2 and after - before
+        # /ready may be answered by the surviving worker before the replacement has started its app:
+        # poll until the replacement publishes its gauges (or the deadline passes and the assert fails)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            text = fresh.get(f"{p.client.base_url}/metrics", timeout=5).text
+            if "render_service_worker_threads 8.0" in text.splitlines():
+                break
+            time.sleep(0.2)
+        assert 'render_service_requests_total{endpoint="/v1/models",method="GET",status="200"}' in text
+        # live gauges are summed over live workers only: 2 workers x 4 threads, the dead one forgotten
+        assert "render_service_worker_threads 8.0" in text.splitlines()
 
 
 @pytest.mark.parametrize("workers", ["1", pytest.param("2", marks=SHARED_TWO_WORKERS)])

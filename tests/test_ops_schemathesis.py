@@ -486,7 +486,9 @@ def test_the_lean_client_sends_what_case_call_sends(api_schema, path):
             assert _send(case, base_url).status_code == 200
             by_wire.append(server.requests.pop())
     finally:
-        _WIRES.pop(base_url, None)
+        wire = _WIRES.pop(base_url, None)
+        if wire is not None and wire.connection is not None:
+            wire.connection.close()
         server.shutdown()
         server.server_close()
     assert len(by_call) > 25 and any(b"\r\n\r\n{" in raw for raw in by_call)
