@@ -363,6 +363,57 @@ def _folders_named(values: Iterable[Any], folders: set[str], depth: int = 3) -> 
     return found
 
 
+def _folders_in_code(code: Any, namespace: dict[str, Any], folders: set[str], depth: int = 2,
+                     seen: set[Any] | None = None) -> set[str]:
+    """The model folders that the code object ``code`` names: its string constants (a folder name or
+    a path ending in one), the module-level names it reads whose value names one (a ``str`` or
+    ``Path``, also inside tuples, lists and dicts: :func:`_folders_named`), and the same in the
+    module's own functions that it calls, ``depth`` levels down (nested functions, lambdas and
+    comprehensions included)."""
+    seen = set() if seen is None else seen
+    if code in seen:
+        return set()
+    seen.add(code)
+    found: set[str] = set()
+    for const in code.co_consts:
+        if isinstance(const, str):
+            found |= _folders_named([const], folders, 0)
+        elif hasattr(const, "co_consts"):
+            found |= _folders_in_code(const, namespace, folders, depth, seen)
+    for name in code.co_names:
+        value = namespace.get(name)
+        if isinstance(value, (str, os.PathLike, tuple, list, dict)):
+            found |= _folders_named([os.fspath(value) if isinstance(value, os.PathLike) else value], folders)
+        elif depth and callable(value) and getattr(value, "__module__", None) == namespace.get("__name__"):
+            inner = getattr(getattr(value, "__wrapped__", value), "__code__", None)
+            if inner is not None:
+                found |= _folders_in_code(inner, namespace, folders, depth - 1, seen)
+    return found
+
+
+def _folder_used_by(item: pytest.Item, folders: set[str]) -> str | None:
+    """The one model folder a test's code (and its own module's fixtures and helpers) names, when
+    it names exactly one: such a test loads that folder without a parameter saying so (e.g.
+    ``hf_tokenizer("openai--gpt-oss-20b")`` or a module constant), so it is grouped with the
+    folder's parametrized tests instead of loading the folder a second time on another worker."""
+    function = getattr(item, "function", None)
+    module = getattr(item, "module", None)
+    if function is None or module is None:
+        return None
+    namespace = vars(module)
+    codes = [getattr(function, "__wrapped__", function).__code__]
+    fixture_info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(fixture_info, "names_closure", ()):
+        fixture = namespace.get(name)
+        wrapped = getattr(fixture, "__wrapped__", None) or getattr(fixture, "_get_wrapped_function", lambda: None)()
+        if wrapped is not None and getattr(wrapped, "__module__", None) == module.__name__:
+            codes.append(wrapped.__code__)
+    found: set[str] = set()
+    for code in codes:
+        found |= _folders_in_code(code, namespace, folders)
+    return found.pop() if len(found) == 1 else None
+
+
 _FOLDER_GROUP = pytest.StashKey[str]()
 """The model folder an item was grouped by (:func:`pytest_collection_modifyitems`)."""
 
@@ -396,6 +447,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for i, item in enumerate(items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         named = sorted(_folders_named(params.values(), folders))
+        if not named and item.get_closest_marker("xdist_group") is None:
+            used = _folder_used_by(item, folders)
+            named = [used] if used else []
         if named and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(named[0]))
             item.stash[_FOLDER_GROUP] = named[0]
