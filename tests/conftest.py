@@ -149,6 +149,23 @@ def _touch(path: str) -> None:
     limit = MAX_MODELS
     if len(_RESIDENT) > MIN_MODELS and _vm_mb()[0] > RSS_BUDGET_MB:
         limit = min(limit, len(_RESIDENT) - 1)
+    _drop_beyond(limit, path)
+
+
+def _make_room(path: str) -> None:
+    """Before a tokenizer or bundle of ``path`` (a :func:`_folder_key`) is loaded: if the folder
+    is not resident, drop the least recently used folders beyond :data:`MAX_MODELS` counting
+    ``path``, the ones its :func:`_touch` after the
+    load would drop, so that the load's own memory does not come on top of theirs (a tokenizer
+    load with 8 folders resident set a worker's 2.87 GB peak). The memory budget is still checked
+    only after the load, as before (no more folders dropped than before)."""
+    if path not in _RESIDENT:
+        _drop_beyond(MAX_MODELS - 1, path)
+
+
+def _drop_beyond(limit: int, path: str) -> None:
+    """Drop the least recently used folders (their tokenizer, bundles and memos) until at most
+    ``limit`` are resident, never ``path`` nor one a live server holds."""
     if len(_RESIDENT) <= limit:
         return
     held = _in_live_servers() | {path}
@@ -213,6 +230,7 @@ def shared_bundle(settings: Settings) -> ModelBundle:
             bundle = dataclasses.replace(twin, names=settings.model_names, root=settings.model_path,
                                          max_model_len=_max_model_len(settings, twin.config, twin.tokenizer))
         else:
+            _make_room(path)
             own = Path(path).is_dir() and getattr(settings, "tokenizer", None) is None  # no --tokenizer
             bundle = load_bundle(settings, _tokenizer_at(path) if own else None)
             LOADS["bundles"] += 1
@@ -227,6 +245,7 @@ def _tokenizer_at(path: str):  # type: ignore[no-untyped-def]
     if tok is None:
         from transformers import AutoTokenizer
 
+        _make_room(path)
         tok = _TOKENIZERS[path] = AutoTokenizer.from_pretrained(path)
         LOADS["tokenizers"] += 1
     _touch(path)
@@ -414,6 +433,18 @@ def _folder_used_by(item: pytest.Item, folders: set[str]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+def _drop_pillow_blocks() -> None:
+    """Hand Pillow's cached free image blocks back to the OS (``Image.core.clear_cache``).
+    ``image.configure_pillow`` (a vision server's process-wide setting) keeps up to
+    ``PILLOW_BLOCKS`` freed 64 MB blocks for the next image; in the test process they would stay
+    resident for the rest of the run after the first large image (up to 256 MB of a worker's
+    peak). Only the cache is emptied: the block size and the bound stay as the server set them,
+    and the next image allocates its blocks anew (what a server does after its first images)."""
+    pil = sys.modules.get("PIL.Image")
+    if pil is not None:
+        pil.core.clear_cache()
+
+
 _FOLDER_GROUP = pytest.StashKey[str]()
 """The model folder an item was grouped by (:func:`pytest_collection_modifyitems`)."""
 
@@ -425,6 +456,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     for every shared folder). The folder's tokenizer and bundles stay (:data:`MAX_MODELS`); a later
     test that asks for an entry again rebuilds it (only ``Qwen--Qwen3-0.6B``'s encoder is asked
     for outside its group). This keeps the worker holding the most folders under 3 GB."""
+    _drop_pillow_blocks()
     folder = item.stash.get(_FOLDER_GROUP, None)
     if folder is None or (nextitem is not None and nextitem.stash.get(_FOLDER_GROUP, None) == folder):
         return

@@ -63,28 +63,41 @@ def hf_ids(name: str, text: str) -> list[int]:
     return hf_tokenizer(name).encode(text, add_special_tokens=False)
 
 
-def reference_ids(name: str, groups: list[list[str]]) -> list[list[list[int]]]:
-    """HF's ids (:func:`hf_ids`) of every text of every group, in the same nesting.
-
-    A group whose texts' digest is in ``tests/goldens/prompt_ids.json`` (recorded from HF by
-    ``tools/record_prompt_goldens.py``) under the same key (tokenizer files, library versions) takes
-    the ids of our uncached :func:`fast_encoder` when their digest equals the recorded HF digest
-    (so they are HF's ids); any other group is encoded by HF here. HF costs ~8 times the CPU of the
-    fast encoder on these prompts, and the tests compare the reference with our (cached) encoders
-    exactly as before."""
+def _recorded_digests(name: str) -> dict[str, str]:
+    """The HF ids digests recorded for ``name`` in ``tests/goldens/prompt_ids.json`` (by
+    ``tools/record_prompt_goldens.py``), keyed by the texts' digest; empty unless they were
+    recorded under this folder's key (tokenizer files, library versions)."""
     def golden() -> dict[str, str]:
         recorded = json.loads((REPO / "tests" / "goldens" / "prompt_ids.json").read_text(encoding="utf-8"))
         entry = recorded.get(name, {})
         trusted = entry.get("key") == digests.reference_key(shared_path("models", name))
         return dict(entry.get("groups", {})) if trusted else {}
 
-    recorded = folder_memo(name, "prompt_ids_golden", golden)
+    return folder_memo(name, "prompt_ids_golden", golden)  # type: ignore[no-any-return]
+
+
+def are_recorded_hf_ids(name: str, texts: list[str], ids: list[list[int]]) -> bool:
+    """Whether ``ids`` (one list per text of ``texts``) are HF's ids of ``texts`` as recorded:
+    their sha256 digest equals the HF digest recorded for that group (:func:`_recorded_digests`).
+    False for a group not recorded (then compare with :func:`reference_ids`)."""
+    want = _recorded_digests(name).get(digests.texts_digest(texts))
+    return want is not None and digests.ids_digest(ids) == want
+
+
+def reference_ids(name: str, groups: list[list[str]]) -> list[list[list[int]]]:
+    """HF's ids (:func:`hf_ids`) of every text of every group, in the same nesting.
+
+    A group whose texts' digest is in ``tests/goldens/prompt_ids.json`` (recorded from HF by
+    ``tools/record_prompt_goldens.py``) under the same key (tokenizer files, library versions) takes
+    the ids of our uncached :func:`fast_encoder` when their digest equals the recorded HF digest
+    (so they are HF's ids, :func:`are_recorded_hf_ids`); any other group is encoded by HF here. HF
+    costs ~8 times the CPU of the fast encoder on these prompts, and the tests compare the
+    reference with our (cached) encoders exactly as before."""
     out = []
     for texts in groups:
-        want = recorded.get(digests.texts_digest(texts))
-        if want is not None:
+        if digests.texts_digest(texts) in _recorded_digests(name):
             ours = [fast_encoder(name).encode(text) for text in texts]  # type: ignore[union-attr]
-            if digests.ids_digest(ours) == want:
+            if are_recorded_hf_ids(name, texts, ours):
                 out.append(ours)
                 continue
         out.append([hf_ids(name, text) for text in texts])

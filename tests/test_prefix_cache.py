@@ -12,6 +12,7 @@ from conftest import examples
 from fast_tokenizer_support import (
     MODEL_NAMES,
     QWEN3,
+    are_recorded_hf_ids,
     chat_requests,
     conversation_turns,
     fast_encoder,
@@ -73,17 +74,20 @@ def test_cached_encoder_matches_hf_on_random_text(name):
 
 def test_real_multi_turn_conversations_stay_identical():
     """Every turn of the 285 real multi-turn conversations, rendered by Qwen3's template and encoded
-    through one shared CachedEncoder, equals HF (``reference_ids``: HF's ids, through the recorded
-    digests of tests/goldens/prompt_ids.json where they apply); later turns hit the cache."""
+    through one shared CachedEncoder, equals HF (each conversation's ids by the sha256 digest of HF's
+    ids recorded in tests/goldens/prompt_ids.json where it applies, else ``reference_ids``); later
+    turns hit the cache."""
     cached = CachedEncoder(fast_encoder(QWEN3))
     turns = 0
     for req in chat_requests():
         if not req["meta"].get("multi_turn"):
             continue
         texts = rendered_turns(QWEN3, req)
-        for text, expected in zip(texts, reference_ids(QWEN3, [texts])[0], strict=True):
-            assert cached.encode(text) == expected
-            turns += 1
+        got = [cached.encode(text) for text in texts]
+        # HF's ids by their recorded digest; a group not recorded (or not equal) against HF's ids
+        if not are_recorded_hf_ids(QWEN3, texts, got):
+            assert got == reference_ids(QWEN3, [texts])[0]
+        turns += len(texts)
     assert turns > 285
     assert cached.stats.hits > cached.stats.misses
 
@@ -196,6 +200,43 @@ def test_encoders_of_one_tokenizer_share_the_fast_build():
     assert first._map is not second._map
 
 
+def _top_level_member(text: str, key: str):  # type: ignore[no-untyped-def]
+    """The value of ``key`` in the JSON object ``text``, parsed with :mod:`json` member by member
+    from the start and stopping there: the same value as ``json.loads(text)[key]`` without
+    parsing the members after it (a tokenizer.json's vocabulary and merges, ~0.7 CPU-s for
+    gpt-oss's 10 MB, come after ``added_tokens``). Raises KeyError if ``key`` is not a member."""
+    decoder, ws = json.JSONDecoder(), json.decoder.WHITESPACE  # type: ignore[attr-defined]
+    at = ws.match(text, 0).end()
+    assert text[at] == "{"
+    at += 1
+    while True:
+        at = ws.match(text, at).end()
+        if text[at] == "}":
+            raise KeyError(key)
+        name, at = decoder.raw_decode(text, at)
+        at = ws.match(text, at).end()
+        assert text[at] == ":"
+        value, at = decoder.raw_decode(text, ws.match(text, at + 1).end())
+        if name == key:
+            return value
+        at = ws.match(text, at).end()
+        assert text[at] in ",}"
+        if text[at] == "}":
+            raise KeyError(key)
+        at += 1
+
+
+def test_top_level_member_is_json_loads_s():
+    """:func:`_top_level_member` gives ``json.loads``'s member, first, middle or last, also with
+    the key's text inside an earlier value, and a KeyError for a missing one."""
+    text = ' { "a" : "\\"added_tokens\\":", "added_tokens": [{"id": 1}, 2] ,"z":{"added_tokens":0}}'
+    whole = json.loads(text)
+    for key in whole:
+        assert _top_level_member(text, key) == whole[key]
+    with pytest.raises(KeyError):
+        _top_level_member(text, "missing")
+
+
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_added_tokens_from_the_backend_are_tokenizer_json_s(name):
     """``_piecewise_ok`` reads the added tokens from the backend's ``get_added_tokens_decoder()``
@@ -203,5 +244,5 @@ def test_added_tokens_from_the_backend_are_tokenizer_json_s(name):
     four flags ``check_added_tokens`` reads) equal the JSON's, in its order, for every model."""
     tok = hf_tokenizer(name)
     fields = ("id", "content", "normalized", "lstrip", "rstrip", "single_word")
-    from_json = [{k: t[k] for k in fields} for t in json.loads(tokenizer_json(tok))["added_tokens"]]
+    from_json = [{k: t[k] for k in fields} for t in _top_level_member(tokenizer_json(tok), "added_tokens")]
     assert from_json and prefix_cache._added_tokens(tok) == from_json
