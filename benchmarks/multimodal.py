@@ -79,8 +79,13 @@ def multimodal(res: Any, ctx: Any) -> None:
         for label, name, kind in CASES:
             data = (media / name).read_bytes()
             # the 4000x3000 image costs ~1 CPU-s a request: one (~100 ticks) gives a true figure
-            reps = (1 if ctx.quick else 3) if "4000" in name else n
-            _cpu_per_request(ours.url, pids, [_body(data, kind, SERVED_NAME, "warm")])
+            big = "4000" in name
+            reps = (1 if ctx.quick else 3) if big else n
+            # --quick, 4000x3000: its one cold request is also the one the cached turn repeats (the
+            # 640x480 case has warmed the image path already), so no separate ~1 CPU-s warm-up
+            warm = "c0" if ctx.quick and big else "warm"
+            if warm == "warm":
+                _cpu_per_request(ours.url, pids, [_body(data, kind, SERVED_NAME, warm)])
             mine, err = _cpu_per_request(
                 ours.url, pids, [_body(data, kind, SERVED_NAME, f"c{i}") for i in range(reps)]
             )
@@ -88,7 +93,7 @@ def multimodal(res: Any, ctx: Any) -> None:
                 res.skip("multimodal", f"{label}: ours CPU", err)
                 continue
             res.add("multimodal", f"{label}: ours CPU per item", mine, "ms", note=f"{reps} cold requests")
-            cached, _ = _cpu_per_request(ours.url, pids, [_body(data, kind, SERVED_NAME, "warm")] * reps)
+            cached, _ = _cpu_per_request(ours.url, pids, [_body(data, kind, SERVED_NAME, warm)] * reps)
             theirs = None
             if peer_name and peer_pid:
                 ppids = _tree(peer_pid)
