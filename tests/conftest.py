@@ -433,13 +433,14 @@ def _folder_used_by(item: pytest.Item, folders: set[str]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _drop_pillow_blocks() -> None:
+def drop_pillow_blocks() -> None:
     """Hand Pillow's cached free image blocks back to the OS (``Image.core.clear_cache``).
     ``image.configure_pillow`` (a vision server's process-wide setting) keeps up to
     ``PILLOW_BLOCKS`` freed 64 MB blocks for the next image; in the test process they would stay
     resident for the rest of the run after the first large image (up to 256 MB of a worker's
     peak). Only the cache is emptied: the block size and the bound stay as the server set them,
-    and the next image allocates its blocks anew (what a server does after its first images)."""
+    and the next image allocates its blocks anew (what a server does after its first images).
+    Called after each test, and by tests that build large images, once they hold them as arrays."""
     pil = sys.modules.get("PIL.Image")
     if pil is not None:
         pil.core.clear_cache()
@@ -456,7 +457,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     for every shared folder). The folder's tokenizer and bundles stay (:data:`MAX_MODELS`); a later
     test that asks for an entry again rebuilds it (only ``Qwen--Qwen3-0.6B``'s encoder is asked
     for outside its group). This keeps the worker holding the most folders under 3 GB."""
-    _drop_pillow_blocks()
+    drop_pillow_blocks()
     folder = item.stash.get(_FOLDER_GROUP, None)
     if folder is None or (nextitem is not None and nextitem.stash.get(_FOLDER_GROUP, None) == folder):
         return

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import drop_pillow_blocks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -42,17 +43,10 @@ def _arch(folder: str):  # type: ignore[no-untyped-def]
     return arch
 
 
-def _freed_blocks_back() -> None:
-    """Hand the Pillow blocks of the images a test no longer holds back to the OS
-    (``Image.core.clear_cache``): ``configure_pillow`` keeps up to four freed 64 MB blocks, which
-    for the 4000×3000 photo would come on top of the arrays compared (the worker's peak)."""
-    Image.core.clear_cache()
-
-
 def _pillow(pixels: np.ndarray, height: int) -> np.ndarray:
     w = pixels.shape[1]
     ref = np.asarray(Image.fromarray(pixels).resize((w, height), Image.Resampling.BICUBIC))
-    _freed_blocks_back()
+    drop_pillow_blocks()
     return ref
 
 
@@ -60,7 +54,7 @@ def _rgb(name: str) -> np.ndarray:
     img, _ = image.decode_image((MEDIA / name).read_bytes(), 10**9)
     rgb = np.asarray(img)
     del img
-    _freed_blocks_back()
+    drop_pillow_blocks()
     return rgb
 
 
@@ -100,7 +94,7 @@ def test_compiled_planes_in_bands_equal_the_whole_image() -> None:
     rows), reusing one buffer; at the image's own height it gives ``Image.split``'s rows."""
     img, _ = image.decode_image((MEDIA / "rgb_large_4000x3000.jpg").read_bytes(), 10**9)
     ref = [np.asarray(b) for b in img.resize((4000, 3008), Image.Resampling.BICUBIC).split()]
-    _freed_blocks_back()
+    drop_pillow_blocks()
     planes = image.compiled_planes(img, 3008, 4000)
     assert planes is not None
     first = planes(0, 32)
@@ -114,7 +108,7 @@ def test_compiled_planes_in_bands_equal_the_whole_image() -> None:
     same = image.compiled_planes(img, 3000, 4000)
     assert same is not None
     split = [np.asarray(b) for b in img.split()]
-    _freed_blocks_back()
+    drop_pillow_blocks()
     for top, n in [(0, 32), (2968, 32), (11, 3)]:
         band = same(top, n)
         for c in range(3):
