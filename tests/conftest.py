@@ -364,10 +364,12 @@ def serve() -> Iterator:
 
 
 def _folders_named(values: Iterable[Any], folders: set[str], depth: int = 3) -> set[str]:
-    """The model folders that parameter values name: a folder name, or a path ending in one, also
-    inside tuples, lists, dict values and dataclass fields (``depth`` levels)."""
+    """The model folders that parameter values name: a folder name, or a path (``str`` or ``Path``)
+    ending in one, also inside tuples, lists, dict values and dataclass fields (``depth`` levels)."""
     found: set[str] = set()
     for value in values:
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
         if isinstance(value, str):
             name = value.rstrip("/").rsplit("/", 1)[-1]
             if name in folders:
@@ -402,7 +404,7 @@ def _folders_in_code(code: Any, namespace: dict[str, Any], folders: set[str], de
     for name in code.co_names:
         value = namespace.get(name)
         if isinstance(value, (str, os.PathLike, tuple, list, dict)):
-            found |= _folders_named([os.fspath(value) if isinstance(value, os.PathLike) else value], folders)
+            found |= _folders_named([value], folders)
         elif depth and callable(value) and getattr(value, "__module__", None) == namespace.get("__name__"):
             inner = getattr(getattr(value, "__wrapped__", value), "__code__", None)
             if inner is not None:
@@ -479,13 +481,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order: list[tuple[int, int]] = []
     for i, item in enumerate(items):
         params = getattr(getattr(item, "callspec", None), "params", {})
-        named = sorted(_folders_named(params.values(), folders))
-        if not named and item.get_closest_marker("xdist_group") is None:
-            used = _folder_used_by(item, folders)
-            named = [used] if used else []
-        if named and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(named[0]))
-            item.stash[_FOLDER_GROUP] = named[0]
+        if item.get_closest_marker("xdist_group") is None:
+            named = sorted(_folders_named(params.values(), folders)) or [_folder_used_by(item, folders)]
+            if named[0]:
+                item.add_marker(pytest.mark.xdist_group(named[0]))
+                item.stash[_FOLDER_GROUP] = named[0]
         marker = item.get_closest_marker("xdist_group")
         group = str(marker.args[0] if marker.args else marker.kwargs.get("name")) if marker else None
         order.append((first.setdefault(group, i) if group else i, i))
