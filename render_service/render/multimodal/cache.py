@@ -1,9 +1,11 @@
 """Processed-media cache: item key → encoded item, bounded in bytes, least recently used out.
 
-A multi-turn conversation resends its images every turn; vLLM's render decodes and processes them
-again each time. Here a second sight of the same item (same bytes, same processing settings) costs
-a dictionary lookup. Entries can also be found by their reported ``mm_hash`` (a client ``uuid``),
-which lets an item be sent as ``uuid`` only once it was seen (as vLLM's processor cache).
+A multi-turn conversation resends its images every turn; vLLM's render decodes each of them
+again to hash its pixels (its processor cache then skips the processing: README "Multimodal
+render" measured 11 ms against 21 ms for a 640×480 JPEG's first sight). Here a second sight of the
+same item (same bytes, same processing settings) costs a dictionary lookup. Entries can also be
+found by their reported ``mm_hash`` (a client ``uuid``), which lets an item be sent as ``uuid``
+only once it was seen (as vLLM's processor cache).
 """
 
 from __future__ import annotations
