@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,7 +36,7 @@ from typing import Any
 import httpx
 import psutil
 
-from .http_servers import fresh_client
+from .http_servers import _free_port, fresh_client
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_DURATION = 600.0
@@ -164,12 +163,6 @@ def streams_open(gateway_url: str) -> float:
         if line.startswith("render_service_gateway_streams_open"):
             return float(line.split()[-1])
     return float("nan")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start(cmd: list[str], url: str, ready: str) -> subprocess.Popen[bytes]:
