@@ -227,7 +227,8 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
     app.state.fingerprint = None
     app.state.started = int(time.time())
     add_middleware(app, settings)
-    openapi_bodies.install(app)
+    body_paths: list[str] = []  # the POST routes' bodies: described when /openapi.json is first built
+    openapi_bodies.install(app, body_paths)
 
     @app.exception_handler(RenderServiceError)
     async def _service_error(_: Request, exc: RenderServiceError) -> Response:
@@ -287,8 +288,8 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
             counter.labels(path).inc(tokens)
             return (media_response(result) if rendering else None) or json_response(result)
 
-        app.add_api_route(path, route, methods=["POST"], name=path,
-                          openapi_extra=openapi_bodies.request_body(path))
+        app.add_api_route(path, route, methods=["POST"], name=path)
+        body_paths.append(path)
 
     post("/v1/chat/completions/render", render.render_chat)
     post("/v1/completions/render", render.render_completion)
