@@ -114,6 +114,27 @@ def test_json_object_flags_refuse_other_json(flag, capsys) -> None:
         assert err.value.code == 2 and flag in capsys.readouterr().err
 
 
+def test_limit_mm_per_prompt_takes_vllm_option_objects(capsys) -> None:
+    """``--limit-mm-per-prompt`` in vLLM 0.33's forms (``MultiModalConfig.limit_per_prompt``): a
+    count, or an options object whose ``count`` (999 when absent) is the limit and whose profiling
+    sizes are checked and unused. Both become counts (an options object reached the request path
+    as a dict and failed every media request with a 500); what vLLM's config refuses (a negative
+    count, a size of 0, an option the modality has not) fails start-up naming the flag."""
+    from render_service.serving.cli import build_parser, settings_from_args
+
+    def limits(raw: str) -> dict[str, int]:
+        return settings_from_args(build_parser().parse_args(["serve", "M", "--limit-mm-per-prompt", raw])
+                                  ).limit_mm_per_prompt
+
+    assert limits('{"image": {"count": 2, "width": 512, "height": 512}, "video": 1}') == {"image": 2, "video": 1}
+    assert limits('{"video": {"num_frames": 32}, "audio": {"count": 0, "length": 8}}') == {"video": 999, "audio": 0}
+    for bad in ('{"image": -1}', '{"image": {"count": -1}}', '{"image": {"width": 0}}',
+                '{"image": {"count": 2, "num_frames": 4}}', '{"video": "2"}', '{"image": true}'):
+        with pytest.raises(SystemExit) as err:
+            build_parser().parse_args(["serve", "M", "--limit-mm-per-prompt", bad])
+        assert err.value.code == 2 and "--limit-mm-per-prompt" in capsys.readouterr().err, bad
+
+
 def test_gpt_oss_gets_its_default_reasoning_parser() -> None:
     """As vLLM: gpt-oss without ``--reasoning-parser`` parses reasoning with ``openai_gptoss``;
     ``none`` or an explicit name wins; other models get none."""

@@ -30,6 +30,43 @@ def json_object(raw: str) -> dict[str, object]:
     return value
 
 
+#: Options ``--limit-mm-per-prompt`` takes per modality besides ``count`` (vLLM 0.33's
+#: ``ImageDummyOptions`` / ``VideoDummyOptions`` / ``AudioDummyOptions``, ``extra="forbid"``): sizes
+#: for its engine's memory profiling, which a render tier does not do, so they are checked and unused.
+_MM_LIMIT_OPTIONS = {"image": ("width", "height"), "video": ("num_frames", "width", "height"), "audio": ("length",)}
+
+
+def mm_limits(raw: str) -> dict[str, int]:
+    """``--limit-mm-per-prompt`` as vLLM 0.33 reads it (``MultiModalConfig.limit_per_prompt``): per
+    modality a count (``{"image": 3}``) or an options object (``{"image": {"count": 3, "width": 512,
+    "height": 512}}``, ``count`` 999 when absent); returns the counts. A negative count, a
+    non-integer, or an option the modality does not have (its sizes must be positive integers) is
+    refused at start-up, where vLLM's config validation refuses it, instead of failing requests."""
+    value = json_object(raw)
+    counts: dict[str, int] = {}
+
+    def integer(v: object, what: str, least: int) -> int:
+        if not isinstance(v, int) or isinstance(v, bool) or v < least:
+            raise argparse.ArgumentTypeError(f"{what} must be an integer >= {least}, got {v!r}")
+        return v
+
+    for modality, spec in value.items():
+        if isinstance(spec, dict):
+            allowed = _MM_LIMIT_OPTIONS.get(modality)
+            for key, option in spec.items():
+                if key == "count":
+                    continue
+                if allowed is not None and key not in allowed:
+                    raise argparse.ArgumentTypeError(
+                        f"{modality}: unknown option {key!r} (allowed: count, {', '.join(allowed)})")
+                if allowed is not None:
+                    integer(option, f"{modality}.{key}", 1)
+            counts[modality] = integer(spec.get("count", 999), f"{modality}.count", 0)
+        else:
+            counts[modality] = integer(spec, modality, 0)
+    return counts
+
+
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -249,8 +286,8 @@ def add_gateway_flags(serve: argparse.ArgumentParser) -> None:
 def add_multimodal_flags(serve: argparse.ArgumentParser) -> None:
     """Vision-language flags (names as ``vllm launch render``, plus this tier's safety limits)."""
     d = Settings()
-    serve.add_argument("--limit-mm-per-prompt", type=json_object, default=None,
-                       help='JSON, e.g. \'{"image": 3, "video": 1}\'')
+    serve.add_argument("--limit-mm-per-prompt", type=mm_limits, default=None,
+                       help='JSON, e.g. \'{"image": 3, "video": 1}\' or \'{"image": {"count": 3}}\'')
     serve.add_argument("--mm-processor-kwargs", type=json_object, default=None, help="JSON object")
     serve.add_argument("--trust-request-mm-kwargs", action="store_true")
     serve.add_argument("--allowed-local-media-path", default=None)
