@@ -63,6 +63,14 @@ class MalformedBody(InvalidRequest):
     error_type = "Bad Request"
 
 
+class NotImplementedFeature(RenderServiceError):
+    """A request form upstream refuses as not implemented (vLLM 0.33 answers its
+    ``NotImplementedError`` with 501 ``NotImplementedError``, e.g. a data URL that is not base64)."""
+
+    status_code = 501
+    error_type = "NotImplementedError"
+
+
 class PayloadTooLarge(RenderServiceError):
     """The request body exceeds the configured limit."""
 

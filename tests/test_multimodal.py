@@ -363,6 +363,22 @@ def test_corrupt_images_give_stable_messages(serve: Any, media_copy: str) -> Non
     assert " at 0x" not in resp.text
 
 
+@pytest.mark.shared
+def test_data_url_forms_vllm_refuses(serve: Any, media_copy: str) -> None:
+    """Data URLs read as vLLM 0.33's ``MediaConnector._load_data_url``. The answers were taken
+    from a live ``vllm launch render`` of Qwen3-VL-2B-Instruct (2026-12-03): a data URL that is
+    not base64 is a 501 ``NotImplementedError`` (it was a 400 "cannot identify image file" here,
+    from decoding the percent-decoded text), and one without a ``,`` is vLLM's 400 wording."""
+    client = server_for(serve, FOLDER, media_copy)
+    for url in ("data:image/png,hello", "data:image/png;charset=utf-8,hello", "data:base64,aGVsbG8="):
+        resp = render_part(client, {"type": "image_url", "image_url": {"url": url}})
+        assert resp.status_code == 501, (url, resp.text[:300])
+        assert resp.json() == {"error": {"message": "Only base64 data URLs are supported for now.",
+                                         "type": "NotImplementedError", "param": None, "code": 501}}
+    assert_400(render_part(client, {"type": "image_url", "image_url": {"url": "data:image/png;base64hello"}}),
+               "Invalid data URL 'data:image/png;base64hello': missing ',' separator.")
+
+
 def test_decode_without_pillow_limit_still_bounded() -> None:
     """A budget above Pillow's own limit is ours to enforce: the header check still refuses."""
     from render_service.errors import InvalidRequest

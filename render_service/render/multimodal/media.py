@@ -21,7 +21,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 import pybase64
 
-from ...errors import InvalidRequest, RenderServiceError
+from ...errors import InvalidRequest, NotImplementedFeature, RenderServiceError
 
 
 class MediaFetchFailed(RenderServiceError):
@@ -60,11 +60,18 @@ def _tls_context(ca_bundle: str | None) -> ssl.SSLContext:
 
 
 def _data_url(url: str) -> bytes:
+    """The bytes of a ``data:`` URL (RFC 2397), read as vLLM 0.33's ``MediaConnector._load_data_url``:
+    only base64 ones (the last ``;`` parameter is ``base64``).
+
+    Raises:
+        InvalidRequest: no ``,`` (vLLM's message), or payload that is not base64.
+        NotImplementedFeature: not a base64 data URL (501, vLLM's message).
+    """
     head, sep, payload = url[5:].partition(",")
     if not sep:
-        raise InvalidRequest("Invalid data URL: no ',' separator")
-    if not head.endswith(";base64"):
-        return unquote(payload).encode()
+        raise InvalidRequest(f"Invalid data URL {url[:32]!r}: missing ',' separator.")
+    if head.rpartition(";")[2] != "base64" or ";" not in head:
+        raise NotImplementedFeature("Only base64 data URLs are supported for now.")
     try:
         return bytes(pybase64.b64decode(payload, validate=True))
     except Exception as exc:
