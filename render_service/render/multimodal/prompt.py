@@ -6,6 +6,7 @@ object built, as vLLM 0.33's render does (reference multimodal.md §2–§7).
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -501,7 +502,8 @@ def plan_parts(
             raise NeedsWorker("a media part fails: the ordinary render answers it") from None
         raise
     if inline:
-        keys = [p.key if p.key is not None else state.cache.alias_of(p.reported or "") for p in planned]
+        keys = [state.cache.alias_of(p.reported or "") if p.key is None else _seen_uuid(state, p.reported) or p.key
+                for p in planned]
         if not all(key in state.cache for key in keys):
             raise NeedsWorker("a media item is not in the processed-media cache", planned)
     return planned
@@ -542,6 +544,17 @@ def _plan(state: MultimodalState, settings: Settings, parts: list[MediaPart], ex
         yield PlannedPart(part, reported, spec, _key(spec, settings.mm_hasher_algorithm))
 
 
+def _seen_uuid(state: MultimodalState, reported: str | None) -> str | None:
+    """The cache key of the item first sent with this reported hash (a ``uuid``), if it is still
+    held: vLLM 0.33 looks processed items up by ``mm_hash``, so a part whose uuid was seen gets that
+    item even when its URL now holds other media (the peer answered a different image sent under
+    a seen uuid with the first image's tokens). ``None``: no uuid, or not seen."""
+    if reported is None:
+        return None
+    key = state.cache.alias_of(reported)
+    return key if key != reported and key in state.cache else None
+
+
 def process_parts(
     bundle: ModelBundle, settings: Settings, parts: list[MediaPart], extra: dict[str, Any],
     planned: list[PlannedPart] | None = None,
@@ -560,15 +573,21 @@ def process_parts(
     state = state_for(bundle, settings)
     assert state is not None
     items, hashes = [], []
+    seen_of: Counter[str] = Counter()  # items per modality so far: a part's index in its modality
     for p in planned if planned is not None else _plan(state, settings, parts, extra, is_cached_only()):
         part, reported = p.part, p.reported
+        index = seen_of[part.modality]
+        seen_of[part.modality] += 1
         if p.spec is None or p.key is None:
             hit = state.cache.get(reported or "", alias=True)
             if hit is None:
                 if is_cached_only():
                     raise NeedsWorker("a uuid-only item is not in the processed-media cache")
+                if state.cache.capacity > 0:  # vLLM 0.33 with its processor cache (the default)
+                    raise InvalidRequest(
+                        f"Cache miss for {part.modality} at index {index} but data is not provided.")
                 data_name = "images" if part.modality == "image" else f"{part.modality}s"
-                raise InvalidRequest(
+                raise InvalidRequest(  # vLLM 0.33 with --mm-processor-cache-gb 0
                     f"Failed to apply {state.arch.processor_name} on data={{'{data_name}': [None]}} with "
                     "kwargs={}: the item was sent as uuid only and is not in the processed-media cache",
                     param=part.where,
@@ -576,6 +595,13 @@ def process_parts(
             items.append(hit)
             hashes.append(reported or hit.mm_hash)
             continue
+        seen = _seen_uuid(state, reported)
+        if seen is not None:  # vLLM's processor cache answers by mm_hash: the item first sent with it
+            hit = state.cache.get(seen)
+            if hit is not None:
+                items.append(hit)
+                hashes.append(reported or hit.mm_hash)
+                continue
         processed = _process(state, p.spec, p.key, settings, bundle.tokenizer)
         if reported is not None:
             state.cache.put(p.key, processed, alias=reported)
