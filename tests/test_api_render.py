@@ -205,7 +205,7 @@ def test_input_image_parts_render_as_the_chat_image_url():
     assert ours["features"] == chat["features"] and ours["features"]["mm_placeholders"]["image"]
     with pytest.raises(RenderServiceError) as info:
         _render(bundle, settings, "/v1/responses/render", {"input": [
-            {"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]})
+            {"role": "user", "content": [{"type": "input_image", "file_id": "file-1", "detail": "auto"}]}]})
     assert info.value.status_code == 400 and info.value.param == "input.0.content.0.file_id"
 
 

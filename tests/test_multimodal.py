@@ -387,6 +387,39 @@ def test_data_url_forms_vllm_refuses(serve: Any, media_copy: str) -> None:
                "Invalid data URL 'data:image/png;base64hello': missing ',' separator.")
 
 
+@pytest.mark.shared
+def test_part_forms_answered_as_vllm(serve: Any, media_copy: str) -> None:
+    """Part forms a live vLLM 0.33 render of Qwen3-VL-2B-Instruct answered so (2026-12-03; found
+    different here by the round-26 review): a ``uuid`` is ``str(uuid)`` (123 is the hash "123",
+    "" the hash ""); ``{"type": "image"}`` / ``{"type": "video"}`` parts are not chat part types
+    (400); an ``input_image`` part is validated as the SDK's ``ResponseInputImageParam``
+    (``detail`` required, ``image_url`` a string); ``image_embeds`` needs ``--enable-mm-embeds``;
+    ``features`` lists images before videos whatever the order of the parts."""
+    client = server_for(serve, FOLDER, media_copy)
+    url = data_part((shared_path("data", "media") / "rgb_28x28.png").read_bytes())["image_url"]["url"]
+    for uuid, reported in ((123, "123"), ("", ""), (1.5, "1.5")):
+        resp = render_part(client, {"type": "image_url", "image_url": {"url": url}, "uuid": uuid})
+        assert resp.status_code == 200 and resp.json()["features"]["mm_hashes"] == {"image": [reported]}
+    for part in ({"type": "image", "image": url}, {"type": "video", "video": url},
+                 {"type": "input_image", "image_url": url},
+                 {"type": "input_image", "image_url": {"url": url}, "detail": "auto"}):
+        resp = render_part(client, part)
+        assert resp.status_code == 400, (part["type"], resp.text[:200])
+    missing = render_part(client, {"type": "input_image", "image_url": url}).json()["error"]["message"]
+    assert missing.startswith("1 validation error for ResponseInputImageParam\ndetail\n  Field required")
+    assert render_part(client, {"type": "input_image", "image_url": url, "detail": "auto"}).status_code == 200
+    assert render_part(client, {"type": "image_embeds", "image_embeds": "AAAA"}).json()["error"] == {
+        "message": "You must set `--enable-mm-embeds` to input `image_embeds` (parameter=image_embeds)",
+        "type": "BadRequestError", "param": "image_embeds", "code": 400}
+    video = "data:video/mp4;base64," + base64.b64encode(
+        (shared_path("data", "media") / "video_16f_320x240.mp4").read_bytes()).decode()
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "video_url", "video_url": {"url": video}}, {"type": "image_url", "image_url": {"url": url}}]}]}
+    features = client.post("/v1/chat/completions/render", json=body).json()["features"]
+    for key in ("mm_hashes", "mm_placeholders", "kwargs_data", "mm_metadata"):
+        assert list(features[key]) == ["image", "video"], key
+
+
 def test_decode_without_pillow_limit_still_bounded() -> None:
     """A budget above Pillow's own limit is ours to enforce: the header check still refuses."""
     from render_service.errors import InvalidRequest

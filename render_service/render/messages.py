@@ -97,7 +97,7 @@ class Conversation:
                 yield view
 
 
-def _part_text(part: Any, where: str) -> str:
+def _part_text(part: Any, where: str, vision: bool = False) -> str:
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
@@ -113,8 +113,9 @@ def _part_text(part: Any, where: str) -> str:
     if field is not None:  # a known part type whose text is missing or not a string
         raise InvalidRequest(f"content part of type {kind!r} needs a string `{field}`",
                              param=f"{where}.{field}")
+    accepted = "text, image_url and video_url content" if vision else "text content only"
     raise InvalidRequest(
-        f"content part type {kind!r} is not supported: this render service accepts text content only",
+        f"content part type {kind!r} is not supported: this render service accepts {accepted}",
         param=f"{where}.type",
     )
 
@@ -143,7 +144,7 @@ def _media_content(content: list[Any], role: str, fmt: str, where: str, media: A
     parts: list[tuple[str, str]] = []  # (kind, text or modality)
     for j, part in enumerate(content):
         modality = media.accept(part, f"{where}.{j}") if isinstance(part, dict) else None
-        parts.append(("media", modality) if modality else ("text", _part_text(part, f"{where}.{j}")))
+        parts.append(("media", modality) if modality else ("text", _part_text(part, f"{where}.{j}", vision=True)))
     if fmt == "openai" and role != "tool":
         return [{"type": v} if k == "media" else {"type": "text", "text": v} for k, v in parts]
     return "\n".join(media.placeholder(v) if k == "media" else v for k, v in parts)

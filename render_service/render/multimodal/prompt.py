@@ -10,10 +10,12 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 import blake3
 import numpy as np
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import Required, TypedDict
 
 from ...errors import InvalidRequest, RenderServiceError
 from ...models import ModelBundle
@@ -30,8 +32,6 @@ PART_MODALITY = {
     "video_url": "video",
     "input_audio": "audio",
     "audio_url": "audio",
-    "image": "image",
-    "video": "video",
     "input_image": "image",  # OpenAI Responses: ``{"type": "input_image", "image_url": "<url>"}``
 }
 #: Part type → the key holding its URL, where it is not the type itself (vLLM 0.33
@@ -54,6 +54,34 @@ class MediaPart:
     where: str
 
 
+EMBEDS_PARTS = frozenset({"image_embeds", "audio_embeds"})
+"""Precomputed-embedding parts: vLLM 0.33 refuses them unless started with ``--enable-mm-embeds``
+(a render tier sends no embeddings, so here always, with vLLM's message)."""
+
+
+class ResponseInputImageParam(TypedDict, total=False):
+    """The OpenAI SDK's ``ResponseInputImageParam`` (openai 3.57), which vLLM 0.33 validates an
+    ``input_image`` part against (``detail`` required, ``image_url`` a string)."""
+
+    detail: Required[Literal["low", "high", "auto", "original"]]
+    type: Required[Literal["input_image"]]
+    file_id: str | None
+    image_url: str | None
+
+
+_INPUT_IMAGE = TypeAdapter(ResponseInputImageParam)
+
+
+def _check_input_image(part: dict[str, Any]) -> None:
+    """Raises InvalidRequest with pydantic's text, as vLLM 0.33 answers an ``input_image`` part that
+    is not a ``ResponseInputImageParam`` (e.g. ``1 validation error for ResponseInputImageParam
+    detail Field required ...``)."""
+    try:
+        _INPUT_IMAGE.validate_python(part)
+    except ValidationError as err:
+        raise InvalidRequest(str(err)) from None
+
+
 @dataclass(slots=True)
 class MediaCollector:
     """Sink for :func:`render_service.render.messages.normalize`: takes media parts, enforces
@@ -71,10 +99,15 @@ class MediaCollector:
                 malformed part.
         """
         kind = part.get("type")
+        if kind in EMBEDS_PARTS:
+            raise InvalidRequest(f"You must set `--enable-mm-embeds` to input `{kind}` (parameter={kind})",
+                                 param=str(kind))
         modality = PART_MODALITY.get(kind) if isinstance(kind, str) else None
         assert modality is None or isinstance(kind, str)
         if modality is None:
             return None
+        if kind == "input_image":
+            _check_input_image(part)
         count = sum(p.modality == modality for p in self.parts) + 1
         limit = self.limits.get(modality, DEFAULT_LIMIT if modality in self.arch.modalities else 0)
         if count > limit:
@@ -96,8 +129,8 @@ class MediaCollector:
         if url is not None and not isinstance(url, str):
             field = key if key != kind else f"{kind}.url"
             raise InvalidRequest(f"{field} must be a string", param=f"{where}.{field}")
-        if uuid is not None and not isinstance(uuid, str):
-            raise InvalidRequest("uuid must be a string", param=f"{where}.uuid")
+        if uuid is not None:  # vLLM 0.33 (chat_message.py): ``str(uuid)``, so 123 is the hash "123"
+            uuid = str(uuid)
         if url is None and uuid is None:
             raise InvalidRequest(f"{kind} needs a url (or a uuid seen before)", param=f"{where}.{key}")
         self.parts.append(MediaPart(modality, url, uuid, where))
@@ -593,20 +626,20 @@ def process_parts(
                     param=part.where,
                 )
             items.append(hit)
-            hashes.append(reported or hit.mm_hash)
+            hashes.append(hit.mm_hash if reported is None else reported)
             continue
         seen = _seen_uuid(state, reported)
         if seen is not None:  # vLLM's processor cache answers by mm_hash: the item first sent with it
             hit = state.cache.get(seen)
             if hit is not None:
                 items.append(hit)
-                hashes.append(reported or hit.mm_hash)
+                hashes.append(hit.mm_hash if reported is None else reported)
                 continue
         processed = _process(state, p.spec, p.key, settings, bundle.tokenizer)
         if reported is not None:
             state.cache.put(p.key, processed, alias=reported)
         items.append(processed)
-        hashes.append(reported or processed.mm_hash)
+        hashes.append(processed.mm_hash if reported is None else reported)
     return MediaResult(items, hashes)
 
 
@@ -652,6 +685,18 @@ def expand(token_ids: list[int], result: MediaResult) -> tuple[list[int], dict[s
     return out, places
 
 
+MODALITY_ORDER = ("image", "video", "audio")
+"""The order of the modalities in ``features``' objects: vLLM 0.33 lists images before videos
+whatever their order in the messages (seen on a live vLLM with a video part before an image part)."""
+
+_V = TypeVar("_V")
+
+
+def _in_modality_order(by_modality: dict[str, _V]) -> dict[str, _V]:
+    rank = {m: i for i, m in enumerate(MODALITY_ORDER)}
+    return dict(sorted(by_modality.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+
+
 def features(result: MediaResult, places: dict[str, list[dict[str, int]]], payload: str) -> dict[str, Any]:
     """The ``features`` object (reference §2); ``payload`` ``"none"`` leaves out the tensors.
 
@@ -665,6 +710,7 @@ def features(result: MediaResult, places: dict[str, list[dict[str, int]]], paylo
         kwargs.setdefault(item.modality, []).append(item.kwargs_b64)
         meta.setdefault(item.modality, []).append(item.metadata_b64)
     with_tensors = payload != "none"
+    hashes, places, kwargs, meta = (_in_modality_order(d) for d in (hashes, places, kwargs, meta))
     return {
         "mm_hashes": hashes,
         "mm_placeholders": places,
