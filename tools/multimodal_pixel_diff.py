@@ -12,16 +12,25 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 import httpx
 import numpy as np
 import record_multimodal_goldens as rec
 
-from render_service.models import load_bundle
+from render_service.models import ModelBundle, load_bundle
 from render_service.render.multimodal import process_parts
 from render_service.render.multimodal.prompt import MediaPart
 from render_service.render.multimodal.serde import decode_item
 from render_service.settings import Settings
+
+
+def ours_item(bundle: ModelBundle, settings: Settings, kind: str, part: dict[str, Any]) -> str:
+    """This project's ``kwargs_data`` item of one media ``part`` as base64 text. The rendered
+    item's ``kwargs_b64`` is a :class:`~render_service.render.multimodal.serde.B64Payload` (the
+    text in a uint8 buffer), which ``decode_item`` does not read: its text is."""
+    media = MediaPart(kind, part[f"{kind}_url"]["url"], None, "x")
+    return str(process_parts(bundle, settings, [media], {}).items[0].kwargs_b64)
 
 
 def main() -> None:
@@ -38,11 +47,7 @@ def main() -> None:
         theirs_b64 = client.post("/v1/chat/completions/render", json=rec.chat(part)).json()["features"][
             "kwargs_data"
         ][kind][0]
-        ours_b64 = (
-            process_parts(bundle, settings, [MediaPart(kind, part[f"{kind}_url"]["url"], None, "x")], {})
-            .items[0]
-            .kwargs_b64
-        )
+        ours_b64 = ours_item(bundle, settings, kind, part)
         field = "pixel_values" if kind == "image" else "pixel_values_videos"
         a = decode_item(ours_b64)[field].data.astype(np.int16)
         b = decode_item(theirs_b64)[field].data.astype(np.int16)
