@@ -6,6 +6,7 @@ Output pixels are the uint8 patches vLLM sends (the engine rescales and normalis
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import io
 import math
@@ -14,7 +15,7 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
 from ...errors import InvalidRequest
 from . import resample, serde
@@ -112,8 +113,10 @@ def decode_image(
     """Decode ``data`` to an RGB image; ``True`` when the mode was converted (hash factor).
 
     The header is read first and an image of more than ``max_pixels`` pixels is refused before
-    any pixel is decoded (decompression bombs). RGBA/LA/P-with-transparency are composited onto
-    ``background`` (vLLM ``convert_image_mode``), other modes converted with Pillow.
+    any pixel is decoded (decompression bombs). The decoded image is turned as its EXIF/XMP
+    Orientation says (:func:`upright`, vLLM's ``normalize_image``); then RGBA/LA/P with
+    transparency are composited onto ``background`` (vLLM ``convert_image_mode``), other modes
+    converted with Pillow.
 
     Raises:
         InvalidRequest: not an image / truncated (``Failed to load image: ...``, upstream text,
@@ -123,7 +126,7 @@ def decode_image(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+            img: Image.Image = Image.open(io.BytesIO(data))
             w, h = img.size
             if w * h > max_pixels:
                 raise too_many_pixels(w, h, max_pixels)
@@ -136,6 +139,7 @@ def decode_image(
         ) from None
     except Exception as exc:
         raise load_error(exc) from None
+    img = upright(img)
     if img.mode == "RGB":
         return img, False
     if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
@@ -144,6 +148,27 @@ def decode_image(
         out.paste(rgba, mask=rgba.getchannel("A"))
         return out, True
     return img.convert("RGB"), True
+
+
+ORIENTATION_INFO = ("exif", "Raw profile type exif", "XML:com.adobe.xmp", "xmp")
+"""``Image.info`` keys that Pillow's ``getexif`` reads an orientation from (besides a TIFF's own
+tags); an image with none of them and no ``tag_v2`` has no orientation."""
+
+
+def upright(img: Image.Image) -> Image.Image:
+    """A loaded image turned as its EXIF (or XMP) Orientation says, vLLM 0.33's
+    ``normalize_image`` (``ImageOps.exif_transpose`` with every exception suppressed, before the
+    RGB conversion; the mode conversion, and so the hash's ``io_config``, is decided on the turned
+    image). Orientations 2-8 are transposed by Pillow itself; an image without an orientation
+    tag, or with 1, is returned as is (vLLM's ``exif_transpose`` gives a copy of it: the same
+    pixels), and one with no EXIF/XMP data at all is not even asked (the common case costs
+    nothing)."""
+    if not (hasattr(img, "tag_v2") or any(key in img.info for key in ORIENTATION_INFO)):
+        return img
+    with contextlib.suppress(Exception):
+        if img.getexif().get(0x0112, 1) in (2, 3, 4, 5, 6, 7, 8):
+            return ImageOps.exif_transpose(img)
+    return img
 
 
 def patchify(frames: np.ndarray, arch: VisionArch) -> tuple[np.ndarray, tuple[int, int, int]]:
