@@ -4,7 +4,8 @@
 The right values come from the vLLM 0.33 render server (Qwen3-VL-2B-Instruct), recorded with
 ``tools/record_exif_goldens.py`` into ``tests/goldens/multimodal/exif.json``: per image (JPEG with
 no EXIF and Orientation 1-8 at 200×120, resized, and 256×128, kept; PNG and WebP with 2, 6, 8; an
-RGBA PNG with 6; a JPEG with 6 in XMP only) the peer's ``mm_hashes`` (the file bytes' hash for
+RGBA PNG with 6; a JPEG with 6 in XMP only; RGB and L PNGs whose transparency is a tRNS colour,
+which vLLM composites onto white as it does RGBA, so the hash carries its io_config) the peer's ``mm_hashes`` (the file bytes' hash for
 every orientation), ``mm_metadata`` (the grid: 200×120 with 6 is ``[1, 22, 14]``),
 the placeholder length and the sha256 of its ``kwargs_data`` item (checked where no resize is
 needed: there the pixels are vLLM's byte for byte).

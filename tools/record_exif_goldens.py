@@ -1,5 +1,6 @@
 """Record what a running vLLM 0.33 render server makes of images carrying an EXIF (or XMP)
-Orientation tag: ``tests/goldens/multimodal/exif.json`` (``tests/test_multimodal_exif.py``).
+Orientation tag, and of PNGs whose transparency is a tRNS colour (RGB, L):
+``tests/goldens/multimodal/exif.json`` (``tests/test_multimodal_exif.py``).
 
 vLLM turns every image upright before its RGB conversion (``normalize_image``:
 ``ImageOps.exif_transpose``), so an Orientation of 5-8 swaps the grid's height and width and every
@@ -36,18 +37,22 @@ item is the unresized pixels, byte for byte."""
 
 
 def make_image(fmt: str, size: tuple[int, int], orientation: int | None, mode: str = "RGB",
-               xmp: bool = False) -> bytes:
+               xmp: bool = False, transparent: bool = False) -> bytes:
     """A ``size`` image of eight coloured blocks (4 × 2, so every turn and flip moves them), in
     ``fmt`` with ``orientation`` as its EXIF Orientation (``None``: no EXIF; ``xmp``: the
-    orientation in an XMP packet instead)."""
+    orientation in an XMP packet instead; ``transparent``: the first block's colour is the PNG's
+    tRNS transparent colour)."""
     w, h = size
     img = Image.new(mode, size)
     colours = [(230, 20, 20), (20, 230, 20), (20, 20, 230), (230, 230, 20),
                (20, 230, 230), (230, 20, 230), (128, 64, 0), (250, 250, 250)]
     for i, c in enumerate(colours):
         x, y = i % 4 * w // 4, i // 4 * h // 2
-        img.paste((*c, 255 if i % 2 else 96)[:len(mode)], (x, y, x + w // 4, y + h // 2))
+        fill = c[0] if mode == "L" else (*c, 255 if i % 2 else 96)[:len(mode)]
+        img.paste(fill, (x, y, x + w // 4, y + h // 2))
     kwargs: dict[str, Any] = {}
+    if transparent:
+        kwargs["transparency"] = colours[0][0] if mode == "L" else colours[0]
     if orientation is not None and not xmp:
         exif = Image.Exif()
         exif[0x0112] = orientation
@@ -68,7 +73,8 @@ def make_image(fmt: str, size: tuple[int, int], orientation: int | None, mode: s
 def cases() -> dict[str, bytes]:
     """name → image bytes: JPEG at both sizes with no EXIF and Orientation 1-8; PNG and WebP with
     2, 6 and 8; an RGBA PNG with 6 (turned and composited: the hash's io_config); a JPEG with
-    its orientation (6) in XMP only."""
+    its orientation (6) in XMP only; RGB and L PNGs with a tRNS colour (vLLM composites them onto
+    white as it does RGBA), the RGB one also with 6."""
     out: dict[str, bytes] = {}
     for label, size in SIZES.items():
         out[f"jpeg_{label}_none"] = make_image("JPEG", size, None)
@@ -79,6 +85,9 @@ def cases() -> dict[str, bytes]:
             out[f"{fmt.lower()}_kept_{o}"] = make_image(fmt, SIZES["kept"], o)
     out["png_rgba_kept_6"] = make_image("PNG", SIZES["kept"], 6, mode="RGBA")
     out["jpeg_xmp_kept_6"] = make_image("JPEG", SIZES["kept"], 6, xmp=True)
+    out["png_trns_rgb_kept_none"] = make_image("PNG", SIZES["kept"], None, transparent=True)
+    out["png_trns_rgb_kept_6"] = make_image("PNG", SIZES["kept"], 6, transparent=True)
+    out["png_trns_l_kept_none"] = make_image("PNG", SIZES["kept"], None, mode="L", transparent=True)
     return out
 
 

@@ -114,9 +114,9 @@ def decode_image(
 
     The header is read first and an image of more than ``max_pixels`` pixels is refused before
     any pixel is decoded (decompression bombs). The decoded image is turned as its EXIF/XMP
-    Orientation says (:func:`upright`, vLLM's ``normalize_image``); then RGBA/LA/P with
-    transparency are composited onto ``background`` (vLLM ``convert_image_mode``), other modes
-    converted with Pillow.
+    Orientation says (:func:`upright`, vLLM's ``normalize_image``); then RGBA/LA/PA and any
+    image with a ``transparency`` entry (P, or an RGB/L PNG's tRNS colour) are composited onto
+    ``background`` (vLLM ``convert_image_mode``), other modes converted with Pillow.
 
     Raises:
         InvalidRequest: not an image / truncated (``Failed to load image: ...``, upstream text,
@@ -140,13 +140,15 @@ def decode_image(
     except Exception as exc:
         raise load_error(exc) from None
     img = upright(img)
-    if img.mode == "RGB":
-        return img, False
-    if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
-        rgba = img.convert("RGBA")
+    if img.mode in ("RGBA", "LA", "PA") or "transparency" in img.info:
+        # vLLM's _has_transparency, checked before the mode: any mode with a tRNS entry too (an
+        # RGB or L PNG's transparent colour), not only P
+        rgba = img if img.mode == "RGBA" else img.convert("RGBA")
         out = Image.new("RGB", rgba.size, background)
         out.paste(rgba, mask=rgba.getchannel("A"))
         return out, True
+    if img.mode == "RGB":
+        return img, False
     return img.convert("RGB"), True
 
 
