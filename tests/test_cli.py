@@ -67,7 +67,7 @@ def test_every_vllm_launch_render_flag_is_accepted() -> None:
              "--chat-template-content-format": "auto", "--reasoning-effort-map": "{}", "--log-format": "json",
              "--anthropic-disabled-thinking-effort": "low", "--mm-hasher-algorithm": "sha256",
              "--limit-mm-per-prompt": '{"image": 2}', "--mm-processor-kwargs": "{}",
-             "--media-io-kwargs": "{}"}
+             "--media-io-kwargs": "{}", "--allowed-local-media-path": "."}
     for i, tok in enumerate(argv):
         if tok in typed and i + 1 < len(argv):
             argv[i + 1] = typed[tok]
@@ -133,6 +133,20 @@ def test_limit_mm_per_prompt_takes_vllm_option_objects(capsys) -> None:
         with pytest.raises(SystemExit) as err:
             build_parser().parse_args(["serve", "M", "--limit-mm-per-prompt", bad])
         assert err.value.code == 2 and "--limit-mm-per-prompt" in capsys.readouterr().err, bad
+
+
+def test_allowed_local_media_path_must_be_an_existing_folder(tmp_path, capsys) -> None:
+    """``--allowed-local-media-path`` is checked at start-up with vLLM 0.33's messages
+    (``MediaConnector``): a missing path or a file fails start-up instead of every file:// request."""
+    from render_service.serving.cli import build_parser
+
+    assert build_parser().parse_args(["serve", "M", "--allowed-local-media-path", str(tmp_path)]
+                                     ).allowed_local_media_path == str(tmp_path)
+    (tmp_path / "f").write_text("x")
+    for bad, why in ((tmp_path / "missing", "does not exist."), (tmp_path / "f", "must be a directory.")):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["serve", "M", "--allowed-local-media-path", str(bad)])
+        assert f"Invalid `--allowed-local-media-path`: The path {bad} {why}" in capsys.readouterr().err
 
 
 def test_gpt_oss_gets_its_default_reasoning_parser() -> None:

@@ -67,6 +67,18 @@ def mm_limits(raw: str) -> dict[str, int]:
     return counts
 
 
+def media_dir(raw: str) -> str:
+    """``--allowed-local-media-path``: an existing folder, checked at start-up with vLLM 0.33's
+    messages (its ``MediaConnector`` checks when it is built; a wrong path here would otherwise
+    fail every ``file://`` request as the client's fault)."""
+    path = Path(raw).resolve()
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"Invalid `--allowed-local-media-path`: The path {path} does not exist.")
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"Invalid `--allowed-local-media-path`: The path {path} must be a directory.")
+    return raw
+
+
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -290,7 +302,7 @@ def add_multimodal_flags(serve: argparse.ArgumentParser) -> None:
                        help='JSON, e.g. \'{"image": 3, "video": 1}\' or \'{"image": {"count": 3}}\'')
     serve.add_argument("--mm-processor-kwargs", type=json_object, default=None, help="JSON object")
     serve.add_argument("--trust-request-mm-kwargs", action="store_true")
-    serve.add_argument("--allowed-local-media-path", default=None)
+    serve.add_argument("--allowed-local-media-path", type=media_dir, default=None)
     serve.add_argument("--allowed-media-domains", nargs="+", default=None)
     serve.add_argument("--media-io-kwargs", type=json_object, default=None,
                        help='JSON, e.g. \'{"video": {"fps": 2}}\'')
