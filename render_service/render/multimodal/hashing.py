@@ -42,7 +42,9 @@ class EncodedVideo:
 
 
 def _framed(b: bytes | memoryview) -> Iterator[bytes | memoryview]:
-    yield struct.pack("<Q", len(b))
+    # the size in bytes: ``len`` of a memoryview is its first dimension (the frame count of a
+    # ``[n, H, W, 3]`` video), vLLM's ``_framed`` uses ``nbytes``
+    yield struct.pack("<Q", b.nbytes if isinstance(b, memoryview) else len(b))
     yield b
 
 
