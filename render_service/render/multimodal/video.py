@@ -173,11 +173,17 @@ def process_video(
 def _video_resize(
     n: int, t_bar: int, h: int, w: int, factor: int, min_pixels: int, max_pixels: int
 ) -> tuple[int, int]:
-    """Qwen3-VL's video ``smart_resize``: the pixel bounds apply to ``t_bar·h·w``.
+    """Qwen3-VL's video ``smart_resize``: the pixel bounds apply to ``t_bar·h·w``, and a frame
+    with a side under ``factor`` is first scaled up (both sides by the same ratio, truncated to
+    int) until that side is ``factor`` (HF ``video_processing_qwen3_vl.smart_resize``; the image
+    path and Qwen2.5-VL's video processor have no such step).
 
     Raises:
         InvalidRequest: an aspect ratio over 200 (HF's ``smart_resize`` check; vLLM 0.33: 400).
     """
+    if h < factor or w < factor:
+        scale = max(factor / h, factor / w)
+        h, w = int(h * scale), int(w * scale)
     if max(h, w) / min(h, w) > 200:
         raise InvalidRequest(
             f"Failed to apply the video processor: absolute aspect ratio must be smaller than 200, "
