@@ -78,15 +78,20 @@ def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict
     ``num_frames`` only changes the hash for these families, as upstream).
 
     Raises:
-        InvalidRequest: not a video, no video stream, a frame over the pixel budget, or PyAV not
-            installed (``pip install 'render-service[video]'``).
+        InvalidRequest: not a video ("Could not open video stream", vLLM's text), no video
+            stream, a frame over the pixel budget, or PyAV not installed
+            (``pip install 'render-service[video]'``).
     """
     try:
         import av
     except ImportError:
         raise InvalidRequest("video input needs PyAV: pip install 'render-service[video]'") from None
     try:
-        with av.open(io.BytesIO(data), mode="r") as container:
+        opened = av.open(io.BytesIO(data), mode="r")
+    except Exception:  # FFmpeg cannot open it: vLLM 0.33's (OpenCV decoder's) message
+        raise InvalidRequest("Could not open video stream") from None
+    try:
+        with opened as container:
             stream: Any = next((s for s in container.streams if s.type == "video"), None)
             if stream is None:
                 raise InvalidRequest("Failed to load video: no video stream")
