@@ -692,9 +692,13 @@ whatever their order in the messages (seen on a live vLLM with a video part befo
 _V = TypeVar("_V")
 
 
+_RANK = {m: i for i, m in enumerate(MODALITY_ORDER)}
+
+
 def _in_modality_order(by_modality: dict[str, _V]) -> dict[str, _V]:
-    rank = {m: i for i, m in enumerate(MODALITY_ORDER)}
-    return dict(sorted(by_modality.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+    if len(by_modality) < 2:  # one modality (nearly every prompt): already in order
+        return by_modality
+    return dict(sorted(by_modality.items(), key=lambda kv: _RANK.get(kv[0], len(_RANK))))
 
 
 def features(result: MediaResult, places: dict[str, list[dict[str, int]]], payload: str) -> dict[str, Any]:
