@@ -70,7 +70,8 @@ def _data_url(url: str) -> bytes:
     head, sep, payload = url[5:].partition(",")
     if not sep:
         raise InvalidRequest(f"Invalid data URL {url[:32]!r}: missing ',' separator.")
-    if head.rpartition(";")[2] != "base64" or ";" not in head:
+    _, sep, encoding = head.rpartition(";")
+    if not sep or encoding != "base64":
         raise NotImplementedFeature("Only base64 data URLs are supported for now.")
     try:
         return bytes(pybase64.b64decode(payload, validate=True))

@@ -612,8 +612,8 @@ def process_parts(
         index = seen_of[part.modality]
         seen_of[part.modality] += 1
         if p.spec is None or p.key is None:
-            hit = state.cache.get(reported or "", alias=True)
-            if hit is None:
+            item = state.cache.get(reported or "", alias=True)
+            if item is None:
                 if is_cached_only():
                     raise NeedsWorker("a uuid-only item is not in the processed-media cache")
                 if state.cache.capacity > 0:  # vLLM 0.33 with its processor cache (the default)
@@ -625,21 +625,16 @@ def process_parts(
                     "kwargs={}: the item was sent as uuid only and is not in the processed-media cache",
                     param=part.where,
                 )
-            items.append(hit)
-            hashes.append(hit.mm_hash if reported is None else reported)
-            continue
-        seen = _seen_uuid(state, reported)
-        if seen is not None:  # vLLM's processor cache answers by mm_hash: the item first sent with it
-            hit = state.cache.get(seen)
-            if hit is not None:
-                items.append(hit)
-                hashes.append(hit.mm_hash if reported is None else reported)
-                continue
-        processed = _process(state, p.spec, p.key, settings, bundle.tokenizer)
-        if reported is not None:
-            state.cache.put(p.key, processed, alias=reported)
-        items.append(processed)
-        hashes.append(processed.mm_hash if reported is None else reported)
+        else:
+            # vLLM's processor cache answers by mm_hash: a seen uuid gets the item first sent with it
+            seen = _seen_uuid(state, reported)
+            item = state.cache.get(seen) if seen is not None else None
+            if item is None:
+                item = _process(state, p.spec, p.key, settings, bundle.tokenizer)
+                if reported is not None:
+                    state.cache.put(p.key, item, alias=reported)
+        items.append(item)
+        hashes.append(item.mm_hash if reported is None else reported)
     return MediaResult(items, hashes)
 
 
