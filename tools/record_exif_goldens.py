@@ -23,11 +23,15 @@ import base64
 import hashlib
 import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import record_multimodal_goldens as rec  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "goldens" / "multimodal" / "exif.json"
 MIME = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
@@ -97,11 +101,7 @@ def mime_of(name: str) -> str:
 
 def body(name: str, data: bytes) -> dict[str, Any]:
     url = f"data:{mime_of(name)};base64," + base64.b64encode(data).decode()
-    return {
-        "messages": [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "Describe."}]}],
-        "max_tokens": 8,
-    }
+    return rec.chat({"type": "image_url", "image_url": {"url": url}})
 
 
 def main() -> None:
