@@ -12,26 +12,38 @@ xdist spreads them; both servers serve the same /openapi.json
 once and sent to both servers (drawing is most of the cost: drawing it once per server drew the
 same requests twice). Each test counts what it sent per server (printed with ``-s``) and fails if
 its operation was not fuzzed on either. Run by hand with a larger value for a deeper search.
+
+Under the derandomized ``ci`` profile the drawn requests are the same on every run, so they are
+recorded (:data:`CORPUS`, ``tools/record_fuzz_requests.py``) and sent as recorded while what they
+depend on is unchanged (:func:`corpus_key`); one operation (:data:`LIVE_ALWAYS`) is drawn live on
+every run and must equal its recording. Another key, profile or example count draws live.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.client
+import importlib.metadata
 import json
+import lzma
 import os
 import socketserver
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import msgpack
+import orjson
 import pytest
 import requests
 import schemathesis
-from conftest import examples
+from conftest import PROFILE, examples
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import FlakyStrategyDefinition
 from hypothesis.internal.compat import add_note
@@ -81,6 +93,71 @@ _PREPARE.trust_env = False
 DUMP = os.environ.get("RENDER_FUZZ_DUMP")
 """A file: when set, every generated request and the status it got is appended to it (one line
 each; :func:`_drawn`), to compare the requests of two runs. Unset (the default): nothing is written."""
+CORPUS = Path(__file__).resolve().parent / "goldens" / "fuzz_requests.msgpack.xz"
+"""The requests the fuzz tests draw, as sent (``tools/record_fuzz_requests.py`` records them by
+running the fuzz tests with :data:`RECORD_TO`): ``{"key": corpus key, "requests": {"METHOD /path":
+[[case method, case path, method, request target, body, headers], ...]}}``, msgpack, xz-compressed.
+
+Under the ``ci`` profile hypothesis is derandomized: a fuzz test draws the same requests, in the
+same order, on every run as long as the schema, this module, the example count and the libraries
+that draw and prepare them are the same (:func:`corpus_key`). When the recorded key is this run's,
+a fuzz test sends the recorded requests instead of drawing them again (drawing is three quarters of
+a fuzz test's CPU), to both servers, with the same checks; :data:`LIVE_ALWAYS` is drawn live on
+every run and must draw exactly what is recorded for it. Any other key (a changed route, model or
+library; another profile or ``RENDER_FUZZ_EXAMPLES``): every fuzz test draws live, as without a
+corpus, and warns that the corpus is stale."""
+RECORD_TO = os.environ.get("RENDER_FUZZ_RECORD")
+"""A folder: when set, every fuzz test draws live and writes the requests it drew to
+``<folder>/<METHOD path>.msgpack`` with the corpus key (what ``tools/record_fuzz_requests.py``
+merges into :data:`CORPUS`). Unset (the default): nothing is written."""
+LIVE_ALWAYS = ("POST", "/detokenize")
+"""The operation drawn live on every run and compared with its recorded requests (the cheapest
+POST operation to draw: ~230 requests), so a corpus that no longer is what the tests draw fails."""
+KEY_LIBRARIES = ("hypothesis", "schemathesis", "requests", "urllib3", "jsonschema-rs", "hypothesis-jsonschema")
+_RECORDING: list[tuple[Any, ...]] | None = None
+"""While a fuzz test draws live and records: the requests it sent, as :data:`CORPUS` holds them."""
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "-"
+
+
+def corpus_key(spec: bytes) -> str:
+    """What the drawn requests depend on, as a sha256: the served ``/openapi.json`` (``spec``, its
+    JSON with sorted keys), this module's source, the example count and profile, the Python minor
+    version, the active hypothesis settings and the versions of :data:`KEY_LIBRARIES`."""
+    parts = [orjson.dumps(json.loads(spec), option=orjson.OPT_SORT_KEYS), Path(__file__).read_bytes(),
+             repr((EXAMPLES, PROFILE, settings(), sys.version_info[:2])).encode(),
+             repr([(dist, _version(dist)) for dist in KEY_LIBRARIES]).encode()]
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()
+
+
+@functools.cache
+def _corpus() -> dict[str, Any]:
+    """:data:`CORPUS` as recorded (empty when the file is absent)."""
+    if not CORPUS.is_file():
+        return {}
+    return msgpack.unpackb(lzma.decompress(CORPUS.read_bytes()), raw=False)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _this_key(base_url: str) -> str:
+    return corpus_key(httpx.get(f"{base_url}/openapi.json").content)
+
+
+def _recorded(base_url: str, method: str, path: str) -> list[list[Any]] | None:
+    """The recorded requests of the operation when :data:`CORPUS` was recorded under this run's key
+    (the plain server at ``base_url`` serves the schema), else ``None``."""
+    corpus = _corpus()
+    if not settings().derandomize or not corpus or corpus.get("key") != _this_key(base_url):
+        return None
+    return corpus["requests"].get(f"{method} {path}")  # type: ignore[no-any-return]
 
 
 def _drawn(case: Any) -> tuple[Any, ...]:
@@ -159,6 +236,9 @@ def _send(case: Any, base_url: str) -> _Answer:
         prepared = _prepared(case, base_url)
         body = prepared.body.encode() if isinstance(prepared.body, str) else prepared.body
         _LAST[:] = [case, (prepared.method or case.method, prepared.path_url, body, dict(prepared.headers))]
+        if _RECORDING is not None:  # once per case (it goes to both servers)
+            method, target, _, headers = _LAST[1]
+            _RECORDING.append((case.method, case.path, method, target, body, list(headers.items())))
     wire = _WIRES.get(base_url)
     if wire is None:
         wire = _WIRES[base_url] = _Wire(base_url)
@@ -170,9 +250,14 @@ def _check(case, client: httpx.Client, sent: Counter[tuple[str, str, int]]) -> N
     if DUMP:
         with open(DUMP, "a") as out:
             out.write(f"{_drawn(case)!r} {response.status_code}\n")
-    sent[(case.method, case.path, response.status_code)] += 1
-    assert response.status_code < 500, (case.method, case.path, case.body,
-                                        response.content[:500].decode("utf-8", "replace"))
+    _judge(case.method, case.path, case.body, response, sent)
+
+
+def _judge(method: str, path: str, body: Any, response: _Answer, sent: Counter[tuple[str, str, int]]) -> None:
+    """Count the answer to one request and check it: never a 5xx; a JSON error body has the upstream
+    shape, its ``code`` the status."""
+    sent[(method, path, response.status_code)] += 1
+    assert response.status_code < 500, (method, path, body, response.content[:500].decode("utf-8", "replace"))
     if response.status_code >= 400 and response.content_type.startswith("application/json"):
         err = json.loads(response.content)["error"]
         assert set(err) == {"message", "type", "param", "code"}
@@ -367,11 +452,71 @@ def _fuzz_test(method: str, path: str) -> Any:
         for config, server in SERVERS:
             _check(case, serve(**server), sent[config])
 
+    def fuzz(request: pytest.FixtureRequest, serve: Any, sent: dict[str, Counter[tuple[str, str, int]]]) -> None:
+        base_url = str(serve().base_url)
+        recorded = None if RECORD_TO else _recorded(base_url, method, path)
+        if recorded is not None and (method, path) != LIVE_ALWAYS:
+            _replay(recorded, serve, sent)
+            return
+        if not RECORD_TO and (method, path) == LIVE_ALWAYS and _corpus().get("key") != _this_key(base_url):
+            import warnings
+
+            warnings.warn(f"{CORPUS.name} was recorded under another key (schema, this module, example "
+                          "count or libraries): every fuzz test draws live; re-record it with "
+                          "tools/record_fuzz_requests.py", stacklevel=1)
+        drawn = _draw_live(test, request)
+        if RECORD_TO:
+            folder = Path(RECORD_TO)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{method} {path.strip('/').replace('/', '_')}.msgpack").write_bytes(msgpack.packb(
+                {"key": _this_key(base_url), "operation": f"{method} {path}", "requests": drawn}))
+        elif recorded is not None:  # LIVE_ALWAYS: the corpus is what the tests draw
+            assert _comparable(drawn) == _comparable(recorded), f"{CORPUS.name}: {method} {path} draws other requests"
+
     slug = path.strip("/").replace("/", "_")
-    test.__name__ = test.__qualname__ = f"test_no_server_errors_{slug}_{method.lower()}_"
-    test.__doc__ = (f"{method} {path} on the plain and the parsers server (each generated request "
-                    "sent to both): never a 5xx; 4xx bodies are {\"error\": {message,type,param,code}}.")
-    return test
+    fuzz.__name__ = fuzz.__qualname__ = f"test_no_server_errors_{slug}_{method.lower()}_"
+    fuzz.__doc__ = (f"{method} {path} on the plain and the parsers server (each generated request "
+                    "sent to both): never a 5xx; 4xx bodies are {\"error\": {message,type,param,code}}. "
+                    "The requests are drawn by schemathesis, or sent as recorded (:data:`CORPUS`).")
+    return fuzz
+
+
+CASE_ID = "X-Schemathesis-TestCaseId"
+"""The one header whose value schemathesis draws outside hypothesis (random on every run): the
+server ignores it, so a recorded request keeps its recorded value and comparisons leave it out."""
+
+
+def _comparable(requests: list[Any]) -> list[Any]:
+    """Recorded or drawn requests as lists, each header a list, :data:`CASE_ID`'s value left out."""
+    return [[*r[:5], [[name, None if name == CASE_ID else value] for name, value in r[5]]] for r in requests]
+
+
+def _draw_live(test: Any, request: pytest.FixtureRequest) -> list[tuple[Any, ...]]:
+    """Run the schemathesis test ``test`` (it draws the requests, sends each to both servers and
+    checks the answers); the requests it sent, as :data:`CORPUS` holds them."""
+    global _RECORDING
+    _RECORDING = []
+    try:
+        test(request=request)
+        return _RECORDING
+    finally:
+        _RECORDING = None
+
+
+def _replay(recorded: list[list[Any]], serve: Any, sent: dict[str, Counter[tuple[str, str, int]]]) -> None:
+    """Send each recorded request to both servers, as :func:`_check` sends a drawn one, with the
+    same checks (:func:`_judge`)."""
+    for case_method, case_path, wire_method, target, body, headers in recorded:
+        for config, server in SERVERS:
+            base_url = str(serve(**server).base_url)
+            wire = _WIRES.get(base_url)
+            if wire is None:
+                wire = _WIRES[base_url] = _Wire(base_url)
+            response = wire.send(wire_method, target, body, dict(headers))
+            if DUMP:
+                with open(DUMP, "a") as out:
+                    out.write(f"{(case_method, case_path, body)!r} {response.status_code}\n")
+            _judge(case_method, case_path, body, response, sent[config])
 
 
 for _method, _path in OPERATIONS:
