@@ -48,13 +48,17 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import FlakyStrategyDefinition
 from hypothesis.internal.compat import add_note
 from hypothesis.internal.conjecture import choice as hypothesis_choice
+from hypothesis.internal.conjecture import providers as hypothesis_providers
 from hypothesis.internal.conjecture import data as hypothesis_data
 from hypothesis.strategies._internal import lazy as hypothesis_lazy
+from hypothesis.internal.constants_ast import Constants, constants_from_module
+from hypothesis.internal.floats import float_to_int
 from hypothesis.strategies._internal import strategies as hypothesis_strategies
 from openapi_spec_validator import validate
 from schemathesis.core import NotSet
 from schemathesis.core.transport import DEFAULT_RESPONSE_TIMEOUT
 from schemathesis.generation import GenerationMode
+from sortedcontainers import SortedSet
 
 POST_ROUTES = ("/v1/chat/completions/render", "/v1/completions/render", "/v1/chat/completions/derender",
                "/v1/completions/derender", "/tokenize", "/detokenize")
@@ -96,7 +100,8 @@ each; :func:`_drawn`), to compare the requests of two runs. Unset (the default):
 CORPUS = Path(__file__).resolve().parent / "goldens" / "fuzz_requests.msgpack.xz"
 """The requests the fuzz tests draw, as sent (``tools/record_fuzz_requests.py`` records them by
 running the fuzz tests with :data:`RECORD_TO`): ``{"key": corpus key, "requests": {"METHOD /path":
-[[case method, case path, method, request target, body, headers], ...]}}``, msgpack, xz-compressed.
+[[case method, case path, method, request target, body, headers], ...]}, "constants": the local
+constants they were drawn with (:func:`_draw_constants`)}``, msgpack, xz-compressed.
 
 Under the ``ci`` profile hypothesis is derandomized: a fuzz test draws the same requests, in the
 same order, on every run as long as the schema, this module, the example count and the libraries
@@ -144,6 +149,44 @@ def _corpus() -> dict[str, Any]:
     if not CORPUS.is_file():
         return {}
     return msgpack.unpackb(lzma.decompress(CORPUS.read_bytes()), raw=False)  # type: ignore[no-any-return]
+
+
+def code_constants() -> dict[str, list[Any]]:
+    """The literals of the code under test (every module of ``render_service`` and ``parsers``, not
+    ``__main__``), as hypothesis reads a module's local constants (``constants_from_module``):
+    ``{"integers": [str, ...], "floats": [...], "bytes": [...], "strings": [UTF-8 bytes, ...]}``
+    (strings encoded with ``surrogatepass``: the code holds lone surrogates), sorted."""
+    import importlib
+    import pkgutil
+
+    import parsers
+    import render_service
+
+    found = Constants()
+    for package in (render_service, parsers):
+        found |= constants_from_module(package)
+        for info in sorted(pkgutil.walk_packages(package.__path__, package.__name__ + "."), key=lambda i: i.name):
+            if not info.name.endswith(".__main__"):
+                found |= constants_from_module(importlib.import_module(info.name))
+    return {"integers": sorted(str(i) for i in found.integers), "floats": sorted(found.floats, key=float_to_int),
+            "bytes": sorted(found.bytes),
+            "strings": [text.encode("utf-8", "surrogatepass") for text in sorted(found.strings)]}
+
+
+@functools.cache
+def _draw_constants() -> Constants:
+    """The local constants hypothesis draws from while this module's tests run: those recorded in
+    :data:`CORPUS`, else (none recorded, or recording) :func:`code_constants`.
+
+    Hypothesis takes local constants from every non-library module loaded in the process, so a fuzz
+    test's draws depended on the tests that happened to run before it in its worker; with a fixed
+    set they are the same in every process (:func:`_fixed_constants`)."""
+    recorded = None if RECORD_TO else _corpus().get("constants")
+    found = recorded if recorded is not None else code_constants()
+    return Constants(integers=SortedSet(int(i) for i in found["integers"]),
+                     floats=SortedSet(found["floats"], key=float_to_int),
+                     bytes=SortedSet(found["bytes"]),
+                     strings=SortedSet(text.decode("utf-8", "surrogatepass") for text in found["strings"]))
 
 
 @functools.cache
@@ -407,6 +450,19 @@ def _nested_draw(original: Any) -> Any:
 
 
 @pytest.fixture(autouse=True)
+def _fixed_constants() -> Iterator[None]:
+    """While a test of this module runs, hypothesis' local constants are :func:`_draw_constants`
+    (its cache of permitted constants emptied before and after, as hypothesis empties it when its
+    own set grows). Patched apart from the ``monkeypatch`` fixture, which a test may undo."""
+    constants = _draw_constants()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hypothesis_providers, "_get_local_constants", lambda: constants)
+        hypothesis_providers.CONSTANTS_CACHE.cache.clear()
+        yield
+    hypothesis_providers.CONSTANTS_CACHE.cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _cheaper_generation(monkeypatch: pytest.MonkeyPatch) -> None:
     """While a test of this module runs, hypothesis draws with :func:`_one_of_draw`,
     :func:`_recursive_property`, :func:`_mutator_groups`, :func:`_constraints_key` and
@@ -469,7 +525,8 @@ def _fuzz_test(method: str, path: str) -> Any:
             folder = Path(RECORD_TO)
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"{method} {path.strip('/').replace('/', '_')}.msgpack").write_bytes(msgpack.packb(
-                {"key": _this_key(base_url), "operation": f"{method} {path}", "requests": drawn}))
+                {"key": _this_key(base_url), "operation": f"{method} {path}", "requests": drawn,
+                 "constants": code_constants()}))
         elif recorded is not None:  # LIVE_ALWAYS: the corpus is what the tests draw
             assert _comparable(drawn) == _comparable(recorded), f"{CORPUS.name}: {method} {path} draws other requests"
 

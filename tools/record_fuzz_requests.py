@@ -5,7 +5,8 @@
 Runs the fuzz tests of ``tests/test_ops_schemathesis.py`` with ``RENDER_FUZZ_RECORD`` set: every
 one draws its requests live (schemathesis and hypothesis, derandomized under the ``ci`` profile),
 sends them to both servers with the usual checks, and writes what it sent with the corpus key
-(``corpus_key``: schema, test module, example count, library versions). The files are merged into
+(``corpus_key``: schema, test module, example count, library versions) and the local constants
+they were drawn with (the code's literals, ``code_constants``). The files are merged into
 the corpus (msgpack, xz-compressed); the fuzz tests then send the recorded requests while the key
 is unchanged. Re-run it after changing a route, a request model, that test module or a library
 in the key; it refuses to write a corpus from runs that disagree on the key or left an operation
@@ -40,8 +41,10 @@ def main(argv: list[str]) -> int:
         files = sorted(Path(folder).glob("*.msgpack"))
         recorded = [msgpack.unpackb(f.read_bytes(), raw=False) for f in files]
     keys = {entry["key"] for entry in recorded}
-    if len(keys) != 1:
-        print(f"the fuzz tests recorded {len(keys)} keys: nothing recorded", file=sys.stderr)
+    constants = {msgpack.packb(entry["constants"]) for entry in recorded}
+    if len(keys) != 1 or len(constants) != 1:
+        print(f"the fuzz tests recorded {len(keys)} keys and {len(constants)} constant sets: nothing recorded",
+              file=sys.stderr)
         return 1
     sys.path.insert(0, str(REPO / "tests"))
     from test_ops_schemathesis import OPERATIONS  # noqa: E402 - the test module's list, after the run
@@ -51,7 +54,8 @@ def main(argv: list[str]) -> int:
     if missing:
         print(f"no requests recorded for {sorted(missing)}: nothing recorded", file=sys.stderr)
         return 1
-    packed = msgpack.packb({"key": keys.pop(), "requests": dict(sorted(requests.items()))})
+    packed = msgpack.packb({"key": keys.pop(), "requests": dict(sorted(requests.items())),
+                            "constants": recorded[0]["constants"]})
     CORPUS.write_bytes(lzma.compress(packed, preset=9 | lzma.PRESET_EXTREME))
     total = sum(len(r) for r in requests.values())
     print(f"{CORPUS.relative_to(REPO)}: {total} requests of {len(requests)} operations, "
