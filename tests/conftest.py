@@ -421,9 +421,22 @@ def _folder_used_by(item: pytest.Item, folders: set[str]) -> str | None:
     module = getattr(item, "module", None)
     if function is None or module is None:
         return None
+    # the parametrized items of one test function share the answer: computed once per function
+    fixture_info = getattr(item, "_fixtureinfo", None)
+    key = (module.__name__, getattr(function, "__wrapped__", function).__code__,
+           tuple(getattr(fixture_info, "names_closure", ())), frozenset(folders))
+    if key not in _FOLDER_USED:
+        _FOLDER_USED[key] = _folder_named_by(function, module, fixture_info, folders)
+    return _FOLDER_USED[key]
+
+
+_FOLDER_USED: dict[tuple[Any, ...], str | None] = {}
+""":func:`_folder_used_by`'s answers, per test function (and its fixtures and the folders)."""
+
+
+def _folder_named_by(function: Any, module: Any, fixture_info: Any, folders: set[str]) -> str | None:
     namespace = vars(module)
     codes = [getattr(function, "__wrapped__", function).__code__]
-    fixture_info = getattr(item, "_fixtureinfo", None)
     for name in getattr(fixture_info, "names_closure", ()):
         fixture = namespace.get(name)
         wrapped = getattr(fixture, "__wrapped__", None) or getattr(fixture, "_get_wrapped_function", lambda: None)()
