@@ -245,7 +245,10 @@ def test_proof_cache_records_and_reuses_a_successful_proof(tmp_path):
     again = build_fast_encoder(tok, proof_cache=tmp_path)
     text = "<|im_start|>user\nhello 'LL 123<|im_end|>"
     assert again.encode(text) == hf_ids("Qwen--Qwen3-0.6B", text)
-    other = _proof_marker(tmp_path, tokenizer_json(hf_tokenizer("meta-llama--Llama-3.1-8B-Instruct")))
+    # another tokenizer.json (Llama 3.1's, read as a file: loading that tokenizer only for its text
+    # cost this test 2-3 CPU-s) has another marker, not written
+    other = _proof_marker(tmp_path, shared_path("models", "meta-llama--Llama-3.1-8B-Instruct",
+                                                "tokenizer.json").read_text(encoding="utf-8"))
     assert other != marker and not other.exists()
 
 
