@@ -151,6 +151,7 @@ def _corpus() -> dict[str, Any]:
     return msgpack.unpackb(lzma.decompress(CORPUS.read_bytes()), raw=False)  # type: ignore[no-any-return]
 
 
+@functools.cache
 def code_constants() -> dict[str, list[Any]]:
     """The literals of the code under test (every module of ``render_service`` and ``parsers``, not
     ``__main__``), as hypothesis reads a module's local constants (``constants_from_module``):
@@ -280,12 +281,17 @@ def _send(case: Any, base_url: str) -> _Answer:
         body = prepared.body.encode() if isinstance(prepared.body, str) else prepared.body
         _LAST[:] = [case, (prepared.method or case.method, prepared.path_url, body, dict(prepared.headers))]
         if _RECORDING is not None:  # once per case (it goes to both servers)
-            method, target, _, headers = _LAST[1]
+            method, target, body, headers = _LAST[1]
             _RECORDING.append((case.method, case.path, method, target, body, list(headers.items())))
+    return _wire(base_url).send(*_LAST[1])
+
+
+def _wire(base_url: str) -> _Wire:
+    """The keep-alive :class:`_Wire` to the server at ``base_url`` (opened on first use)."""
     wire = _WIRES.get(base_url)
     if wire is None:
         wire = _WIRES[base_url] = _Wire(base_url)
-    return wire.send(*_LAST[1])
+    return wire
 
 
 def _check(case, client: httpx.Client, sent: Counter[tuple[str, str, int]]) -> None:
@@ -514,7 +520,7 @@ def _fuzz_test(method: str, path: str) -> Any:
         if recorded is not None and (method, path) != LIVE_ALWAYS:
             _replay(recorded, serve, sent)
             return
-        if not RECORD_TO and (method, path) == LIVE_ALWAYS and _corpus().get("key") != _this_key(base_url):
+        if recorded is None and not RECORD_TO and (method, path) == LIVE_ALWAYS:
             import warnings
 
             warnings.warn(f"{CORPUS.name} was recorded under another key (schema, this module, example "
@@ -565,11 +571,7 @@ def _replay(recorded: list[list[Any]], serve: Any, sent: dict[str, Counter[tuple
     same checks (:func:`_judge`)."""
     for case_method, case_path, wire_method, target, body, headers in recorded:
         for config, server in SERVERS:
-            base_url = str(serve(**server).base_url)
-            wire = _WIRES.get(base_url)
-            if wire is None:
-                wire = _WIRES[base_url] = _Wire(base_url)
-            response = wire.send(wire_method, target, body, dict(headers))
+            response = _wire(str(serve(**server).base_url)).send(wire_method, target, body, dict(headers))
             if DUMP:
                 with open(DUMP, "a") as out:
                     out.write(f"{(case_method, case_path, body)!r} {response.status_code}\n")
