@@ -3,7 +3,14 @@
 — the peer's, in one run; plus our cached second turn (same image again).
 
 CPU is ``utime + stime`` of the server's process tree (``/proc``) around ``n`` sequential
-requests, divided by ``n``. Cold requests make every image unique (a nonce appended after the
+requests, divided by ``n``. Both servers are driven by the same client, the light one of the
+``http`` section (:class:`.light.Connection`: pre-serialised requests on one keep-alive socket, each
+answer read into one buffer of its ``Content-Length``). The client shares the machine's cores and
+caches with the server, and its memory traffic per answer shows in the server's CPU: with httpx
+(the answer read 64 KiB at a time and joined, ~5 MB of client memory traffic per 2.46 MB answer)
+our server's CPU per cached 640×480 turn was 2.3–2.8 ms, with the same server and syscalls 1.2–1.8
+ms from a client reading into one buffer, and 3.2 ms when that client also touched 8 MB after
+each answer (README "Multimodal render", round 28). Cold requests make every image unique (a nonce appended after the
 file's end, which decoders ignore; new in each run, as a peer that keeps running keeps its
 processed items), so neither side can reuse earlier work. The peer's process
 is found as the one listening on the ``PEER_URL`` port. Targets: ours ≤ 0.5 × peer per image,
@@ -19,7 +26,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import httpx
 
 from . import light
 from .http_servers import SERVED_NAME, Server, _peer_model, _tree
@@ -48,14 +54,19 @@ def _body(data: bytes, kind: str, model: str, nonce: str | None) -> dict[str, An
 
 
 def _cpu_per_request(url: str, pids: list[int], bodies: list[dict[str, Any]]) -> tuple[float | None, str]:
-    """Server CPU ms per request over ``bodies`` (sent one after another); (None, error) on non-200."""
-    with httpx.Client(base_url=url, timeout=300) as c:
+    """Server CPU ms per request over ``bodies`` (sent one after another on one keep-alive
+    connection of the light client, :class:`.light.Connection`); (None, error) on non-200."""
+    conn = light.Connection(url)
+    try:
+        requests = [light.raw_request(url, "/v1/chat/completions/render", body) for body in bodies]
         before = light.proc_cpu_s(pids)
-        for body in bodies:
-            r = c.post("/v1/chat/completions/render", json=body)
-            if r.status_code != 200:
-                return None, f"{r.status_code} {r.text[:120]}"
+        for request in requests:
+            status, data = conn.send(request)
+            if status != 200:
+                return None, f"{status} {bytes(data[:120])!r}"
         after = light.proc_cpu_s(pids)
+    finally:
+        conn.close()
     return (after - before) * 1e3 / len(bodies), ""
 
 

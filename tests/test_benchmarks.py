@@ -109,3 +109,41 @@ def test_server_cpu_since_a_snapshot_survives_a_thread_ending():
         time.sleep(0.01)
     assert light.proc_cpu_ns_s(pids) - plain < 0  # the flaw cpu_since avoids
     assert light.cpu_since(snapshot, pids) >= 0
+
+
+def test_light_connection_reads_each_answer_whole():
+    """The light client reads a small answer (head and body in one segment) and a 3 MB one (its
+    head arriving with the body's first bytes, the rest in uneven pieces) on one keep-alive socket,
+    each exactly, and then the next answer."""
+    import socket
+    import threading
+
+    from benchmarks import light
+
+    big = os.urandom(3_000_000)
+    answers = [(200, b'{"ok":1}'), (200, big), (404, b'{"error":"x"}')]
+    srv = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            for status, body in answers:
+                while b"\r\n\r\n" not in conn.recv(1 << 20):  # one small request each
+                    pass
+                wire = f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+                cuts = [0, len(wire) - len(body) + 1000, *range(700_001, len(wire), 700_001), len(wire)]
+                for a, b in zip(cuts, cuts[1:]):
+                    conn.sendall(wire[a:b])
+                    time.sleep(0.001)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    conn = light.Connection(url)
+    try:
+        got = [conn.send(light.raw_request(url, "/x", {})) for _ in answers]
+    finally:
+        conn.close()
+        thread.join(30)
+        srv.close()
+    assert [(status, bytes(body)) for status, body in got] == answers
