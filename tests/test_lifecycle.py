@@ -288,3 +288,32 @@ def test_sigterm_during_start_up_exits_0_without_finishing_it():
             popen.kill()
             popen.wait()
     assert "SIGTERM during start-up: exiting now" in rest and "startup complete" not in rest, rest[-3000:]
+
+
+def test_a_stop_uvicorn_took_while_loading_the_app_exits_at_once():
+    """A SIGTERM that reaches a worker while uvicorn's ``Config.load`` imports and builds the app
+    (uvicorn's own handler takes it: a replacement worker told to stop as it starts) ends the
+    process with 0 as soon as the app's start-up begins, without loading the model first; uvicorn
+    alone would finish the whole start-up, then stop (seconds of CPU for a worker that never serves).
+    The signal is sent by a ``Config.load`` wrapper right after the load, where the worker's import
+    and build of the app would take it."""
+    code = (
+        "import logging, os, signal, uvicorn\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        "from render_service.serving.app import create_app\n"
+        "from render_service.settings import Settings\n"
+        "config = uvicorn.Config(create_app(Settings()), host='127.0.0.1', port=0, log_level='info')\n"
+        "load = config.load\n"
+        "def load_then_stop():\n"
+        "    load()\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "config.load = load_then_stop\n"
+        "uvicorn.Server(config).run()\n"
+        "print('not reached')\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stop signal received before start-up: exiting now" in done.stderr, done.stderr[-3000:]
+    assert "startup complete" not in done.stderr and "not reached" not in done.stdout, done.stderr[-3000:]

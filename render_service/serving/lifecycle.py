@@ -101,12 +101,21 @@ def install_startup_exit() -> Callable[[], None]:
     """Until the returned function is called (at the end of start-up): a SIGTERM exits 0 at once
     (:func:`exit_at_once`) instead of letting the model load and start-up finish first (seconds of
     CPU per process, for a server that would stop right after). Nothing is served before start-up
-    ends, so no request is cut. Only in the main thread (the server process or a worker); returns
-    a function restoring the previous handler (uvicorn's, which then stops gracefully).
+    ends, so no request is cut. A stop signal uvicorn's own handler already took before this call
+    (its ``Server.should_exit`` set) exits at once too. Only in the main thread (the server process
+    or a worker); returns a function restoring the previous handler (uvicorn's, which then stops
+    gracefully).
     """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = signal.getsignal(signal.SIGTERM)
+    if getattr(getattr(previous, "__self__", None), "should_exit", False) is True:
+        # uvicorn's handler (``Server.handle_exit``) already took a SIGTERM / SIGINT: in a worker
+        # of ``--renderer-num-workers N`` one that came while ``Config.load`` imported and built
+        # the app (~1 s; a replacement worker told to stop as it starts), which uvicorn would
+        # act on only after the whole start-up
+        logger.info("stop signal received before start-up: exiting now")
+        exit_at_once()
 
     def stop_now(signum: int, frame: Any) -> None:
         logger.info("SIGTERM during start-up: exiting now")
