@@ -10,12 +10,14 @@ caches with the server, and its memory traffic per answer shows in the server's 
 (the answer read 64 KiB at a time and joined, ~5 MB of client memory traffic per 2.46 MB answer)
 our server's CPU per cached 640×480 turn was 2.3–2.8 ms, with the same server and syscalls 1.2–1.8
 ms from a client reading into one buffer, and 3.2 ms when that client also touched 8 MB after
-each answer (README "Multimodal render", round 28). Cold requests make every image unique (a nonce appended after the
-file's end, which decoders ignore; new in each run, as a peer that keeps running keeps its
-processed items), so neither side can reuse earlier work. The peer's process
-is found as the one listening on the ``PEER_URL`` port. Targets: ours ≤ 0.5 × peer per image,
-cached second turn ≤ 0.1 × peer per image. The peer's own second turn of the same item (vLLM keeps
-processed items too) is printed beside it, without a target.
+each answer (README "Multimodal render", round 28).
+
+Cold requests make every image unique (a nonce appended after the file's end, which decoders
+ignore; new in each run, as a peer that keeps running keeps its processed items), so neither side
+can reuse earlier work. The peer's process is found as the one listening on the ``PEER_URL``
+port. Targets: ours ≤ 0.5 × peer per image, cached second turn ≤ 0.1 × peer per image. The
+peer's own second turn of the same item (vLLM keeps processed items too) is printed beside it,
+without a target.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
-
 
 from . import light
 from .http_servers import SERVED_NAME, Server, _peer_model, _tree
