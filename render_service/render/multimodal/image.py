@@ -72,6 +72,27 @@ def load_error(exc: Exception, what: str = "image") -> InvalidRequest:
     return InvalidRequest(f"Failed to load {what}: {_OBJECT_AT.sub('>', str(exc))}")
 
 
+def check_resized(height: int, width: int, budget: int | None, what: str = "image") -> None:
+    """Refuse a resize target over the pixel budget, before anything is allocated for it.
+
+    ``min_pixels`` / ``max_pixels`` from ``mm_processor_kwargs`` (a request's, under
+    ``--trust-request-mm-kwargs``, or the server's ``--mm-processor-kwargs``) move the
+    ``smart_resize`` target: without this bound a 640×480 image asked to be resized to 10¹² pixels
+    would have the server allocate terabytes. The budget is ``--max-image-pixels``, the one that
+    already bounds the decoded source (a safety this server adds; vLLM 0.33 has none).
+
+    Raises:
+        InvalidRequest: ``height·width`` over ``budget`` (``None``: no bound).
+    """
+    if budget is not None and height * width > budget:
+        raise InvalidRequest(
+            f"The {what} would be resized to {width}x{height} ({width * height} pixels) by the "
+            f"min_pixels / max_pixels of mm_processor_kwargs, over the maximum of {budget} pixels. "
+            "Set --max-image-pixels to increase this limit.",
+            param="mm_processor_kwargs",
+        )
+
+
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
     """``(h', w')``: both multiples of ``factor``, ``h'·w'`` within ``[min_pixels, max_pixels]``,
     aspect ratio kept as closely as possible (HF ``smart_resize``; reference §5).
@@ -380,14 +401,19 @@ def patchify_still(planes: list[np.ndarray], arch: VisionArch, out: np.ndarray) 
 
 
 def process_image(
-    img: Image.Image, arch: VisionArch, min_pixels: int, max_pixels: int
+    img: Image.Image, arch: VisionArch, min_pixels: int, max_pixels: int, budget: int | None = None
 ) -> tuple[serde.Pending, tuple[int, int, int]]:
     """An RGB image → ``(pixel_values [h·w, 3·2·P·P] uint8, image_grid_thw (1, h, w))``;
     the image is repeated ``temporal_patch_size`` times, as HF does. The pixel values are a
     :class:`~.serde.Pending` tensor: resized now, reordered straight into the encoded item, a
-    row of merge windows at a time."""
+    row of merge windows at a time.
+
+    Raises:
+        InvalidRequest: the resize target is over ``budget`` pixels (:func:`check_resized`).
+    """
     w, h = img.size
     rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
+    check_resized(rh, rw, budget)
     compiled = compiled_planes(img, rh, rw)  # a band of planes at a time, as they are written
     planes = resize_planes(img, rh, rw) if compiled is None else []
     p, m = arch.patch_size, arch.merge_size

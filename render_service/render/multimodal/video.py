@@ -20,7 +20,7 @@ from PIL import Image
 
 from ...errors import InvalidRequest
 from . import resample, serde
-from .image import load_error, patchify_planes, resize, smart_resize, too_many_pixels
+from .image import check_resized, load_error, patchify_planes, resize, smart_resize, too_many_pixels
 from .registry import VisionArch
 
 
@@ -135,7 +135,7 @@ def hash_metadata(video: DecodedVideo) -> dict[str, Any]:
 
 
 def process_video(
-    video: DecodedVideo, arch: VisionArch, min_pixels: int, max_pixels: int
+    video: DecodedVideo, arch: VisionArch, min_pixels: int, max_pixels: int, budget: int | None = None
 ) -> tuple[serde.Pending, tuple[int, int, int], list[float]]:
     """Frames → ``(pixel_values_videos [t·h·w, 3·2·P·P] uint8 (a :class:`~.serde.Pending` tensor,
     reordered straight into the encoded item), video_grid_thw, timestamps)``;
@@ -143,7 +143,8 @@ def process_video(
 
     Raises:
         InvalidRequest: Qwen3-VL: fewer frames than the temporal patch (a one-frame "video",
-            e.g. a PNG sent as ``video_url``), an aspect ratio over 200.
+            e.g. a PNG sent as ``video_url``), an aspect ratio over 200; a frame's resize
+            target over ``budget`` pixels (:func:`~.image.check_resized`).
     """
     n, h, w, _ = video.frames.shape
     tp = arch.temporal_patch_size
@@ -158,6 +159,7 @@ def process_video(
         rh, rw = _video_resize(n, t_bar, h, w, arch.factor, min_pixels, max_pixels)
     else:
         rh, rw = smart_resize(h, w, arch.factor, min_pixels, max_pixels)
+    check_resized(rh, rw, budget, "video frame")
     planes = np.empty((n + (-n % tp), 3, rh, rw), dtype=np.uint8)  # [T, 3, H, W], T padded
     for i, f in enumerate(video.frames):
         if w == rw and resample.ready():  # compiled: Pillow's vertical-only pass (or none) + split
