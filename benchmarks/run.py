@@ -215,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ctx.close()
     print(
-        f"render-service benchmarks: model={ctx.model} repeat={ctx.repeat} "
+        f"render-service benchmarks: model={ctx.model}"
+        + (f" (multimodal: {multimodal.VL_MODEL})" if "multimodal" in chosen else "")
+        + f" repeat={ctx.repeat} "
         f"fast_encoder={'yes' if ctx.fast else 'no (HF)'} ({time.perf_counter() - t0:.0f} s)"
     )
     print(render_table(res.rows))

@@ -135,6 +135,31 @@ def test_limit_mm_per_prompt_takes_vllm_option_objects(capsys) -> None:
         assert err.value.code == 2 and "--limit-mm-per-prompt" in capsys.readouterr().err, bad
 
 
+def test_media_io_kwargs_values_the_decoders_cannot_use_fail_start_up(capsys) -> None:
+    """``--media-io-kwargs`` values are checked at start-up (found by round 28's newcomer: a
+    ``rgba_background_color`` of ``"red"`` was accepted and failed every RGBA image with a 500):
+    vLLM 0.33's ``ImageMediaIO`` check and wording for the colour; a positive ``fps``."""
+    from render_service.serving.cli import build_parser, settings_from_args
+
+    good = '{"image": {"rgba_background_color": [0, 128, 255]}, "video": {"fps": 1.5, "num_frames": 8}}'
+    settings = settings_from_args(build_parser().parse_args(["serve", "M", "--media-io-kwargs", good]))
+    assert settings.media_io_kwargs["image"] == {"rgba_background_color": [0, 128, 255]}
+    colour = "rgba_background_color must be a list or tuple of 3 integers in the range [0, 255]."
+    for bad, reason in (('{"image": {"rgba_background_color": "red"}}', colour),
+                        ('{"image": {"rgba_background_color": [1, 2]}}', colour),
+                        ('{"image": {"rgba_background_color": null}}', colour),
+                        ('{"image": {"rgba_background_color": [300, 0, 0]}}', colour),
+                        ('{"image": {"rgba_background_color": [1.5, 0, 0]}}', colour),
+                        ('{"video": {"fps": 0}}', "video fps must be a positive number"),
+                        ('{"video": {"fps": "2"}}', "video fps must be a positive number"),
+                        ('{"video": {"num_frames": 2.5}}', "video num_frames must be an integer"),
+                        ('{"image": [1]}', "per-modality objects")):
+        with pytest.raises(SystemExit) as err:
+            build_parser().parse_args(["serve", "M", "--media-io-kwargs", bad])
+        out = capsys.readouterr().err
+        assert err.value.code == 2 and "--media-io-kwargs" in out and reason in out, (bad, out)
+
+
 def test_allowed_local_media_path_must_be_an_existing_folder(tmp_path, capsys) -> None:
     """``--allowed-local-media-path`` is checked at start-up with vLLM 0.33's messages
     (``MediaConnector``): a missing path or a file fails start-up instead of every file:// request."""

@@ -447,3 +447,149 @@ def test_video_frames_over_the_budget_are_refused_before_decoding() -> None:
     with pytest.raises(InvalidRequest, match="^Failed to load video: ") as err:
         decode_video(clip[:at] + bytes(400) + clip[at + 400:], ARCHITECTURES["qwen3_vl"], 50_000_000, {})
     assert " at 0x" not in str(err.value)
+
+
+TRUSTED = "Qwen--Qwen2.5-VL-7B-Instruct"  # served with --trust-request-mm-kwargs (server_for)
+
+
+def render_with(client: Any, part: dict[str, Any], **extra: Any) -> Any:
+    body = {"messages": [{"role": "user", "content": [part, {"type": "text", "text": "Describe."}]}], **extra}
+    return client.post("/v1/chat/completions/render", json=body)
+
+
+@pytest.mark.shared
+def test_trusted_kwargs_cannot_make_the_resize_unbounded(serve: Any, media_copy: str) -> None:
+    """Round 28's newcomer: with ``--trust-request-mm-kwargs``, ``min_pixels`` = ``max_pixels`` =
+    10¹² grew the server to 21 GB (the pixel budget bounded only the source). The resize target is
+    now held to ``--max-image-pixels`` before anything is allocated: a 400 naming the field, and
+    the server answers the next request."""
+    client = server_for(serve, TRUSTED, media_copy)
+    media = shared_path("data", "media")
+    still = data_part((media / "rgb_640x480.png").read_bytes())
+    clip = data_part((media / "video_16f_320x240.mp4").read_bytes(), "video/mp4")
+    clip = {"type": "video_url", "video_url": clip["image_url"]}
+    huge = {"min_pixels": 10**12, "max_pixels": 10**12}
+    for part, kwargs, what in ((still, huge, "image"), (still, {"images_kwargs": huge}, "image"),
+                               (clip, {"videos_kwargs": huge}, "video frame")):
+        resp = render_with(client, part, mm_processor_kwargs=kwargs)
+        assert resp.status_code == 400, resp.text[:300]
+        error = resp.json()["error"]
+        assert error["param"] == "mm_processor_kwargs", error
+        assert re.match(rf"The {what} would be resized to \d+x\d+ \(\d{{13}} pixels\) by", error["message"]), error
+        assert "over the maximum of 50000000 pixels. Set --max-image-pixels" in error["message"]
+    # a target inside the budget is served as asked: 640x480 → 28·28 patches of 14·14 pixels
+    resp = render_with(client, still, mm_processor_kwargs={"max_pixels": 28 * 28 * 14 * 14})
+    assert resp.status_code == 200 and len(resp.json()["token_ids"]) < 300
+
+
+RGBA_COLOUR = "rgba_background_color must be a list or tuple of 3 integers in the range [0, 255]."
+
+
+@pytest.mark.shared
+def test_request_media_io_kwargs_are_checked_before_loading(serve: Any, media_copy: str) -> None:
+    """Round 28's newcomer: a request ``rgba_background_color`` of ``"red"``, ``[1, 2]`` or
+    ``null`` was a 500 (a TypeError in the compositing) that reset the keep-alive connection, and
+    ``[300, 0, 0]`` was accepted. Now vLLM 0.33's check and wording (``ImageMediaIO``), a 400 on
+    the same connection; a valid colour changes the composited pixels and the hash."""
+    client = server_for(serve, TRUSTED, media_copy)
+    rgba = data_part((shared_path("data", "media") / "rgba_384x256.png").read_bytes())
+    for colour in ("red", [1, 2], None, [300, 0, 0], [0.5, 0, 0], {"r": 1}):
+        resp = render_with(client, rgba, media_io_kwargs={"image": {"rgba_background_color": colour}})
+        assert resp.status_code == 400, (colour, resp.text[:300])
+        assert resp.json() == {"error": {"message": RGBA_COLOUR, "type": "BadRequestError",
+                                         "param": None, "code": 400}}, colour  # vLLM 0.33's answer
+    for video_kw, reason in (({"fps": 0}, "video fps must be a positive number"),
+                             ({"fps": "fast"}, "video fps must be a positive number"),
+                             ({"num_frames": "all"}, "video num_frames must be an integer")):
+        clip = {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAA"}}
+        resp = render_with(client, clip, media_io_kwargs={"video": video_kw})
+        assert resp.status_code == 400 and resp.json()["error"]["message"] == reason, resp.text[:300]
+    white = render_with(client, rgba)
+    black = render_with(client, rgba, media_io_kwargs={"image": {"rgba_background_color": [0, 0, 0]}})
+    assert white.status_code == black.status_code == 200
+    assert white.json()["features"]["mm_hashes"] != black.json()["features"]["mm_hashes"]
+    assert white.json()["features"]["kwargs_data"] != black.json()["features"]["kwargs_data"]
+
+
+@pytest.mark.shared
+def test_mm_payload_is_honoured_on_every_chat_render(serve: Any, media_copy: str) -> None:
+    """``mm_payload: "none"`` (and its deprecated alias ``return_mm_kwargs: false``) leave the
+    tensors out of ``features`` on the chat, Messages and Responses renders alike (vLLM 0.33 copies
+    it onto the converted chat request; round 28's newcomer found the two converted routes sending
+    the tensors anyway), and a value other than ``"tensors"`` / ``"none"`` is a 400 on each."""
+    client = server_for(serve, FOLDER, media_copy)
+    raw = (shared_path("data", "media") / "rgb_28x28.png").read_bytes()
+    url = data_part(raw)["image_url"]["url"]
+    bodies = {
+        "/v1/chat/completions/render": {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "Describe."}]}]},
+        "/v1/messages/render": {"model": client.get("/v1/models").json()["data"][0]["id"], "max_tokens": 16,
+                                "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": base64.b64encode(raw).decode()}},
+            {"type": "text", "text": "Describe."}]}]},
+        "/v1/responses/render": {"input": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": url, "detail": "auto"},
+            {"type": "input_text", "text": "Describe."}]}]},
+    }
+    for route, body in bodies.items():
+        full = client.post(route, json=body)
+        assert full.status_code == 200, (route, full.text[:300])
+        features = full.json()["features"]
+        assert features["kwargs_data"]["image"][0], route
+        for choice in ({"mm_payload": "none"}, {"return_mm_kwargs": False}):
+            bare = client.post(route, json={**body, **choice})
+            assert bare.status_code == 200, (route, choice, bare.text[:300])
+            got = bare.json()["features"]
+            assert got["kwargs_data"] is None and got["mm_metadata"] is None, (route, choice)
+            assert got["mm_hashes"] == features["mm_hashes"] and got["mm_placeholders"] == features["mm_placeholders"]
+            assert bare.json()["token_ids"] == full.json()["token_ids"]
+        assert client.post(route, json={**body, "mm_payload": "tensors", "return_mm_kwargs": False}
+                           ).json()["features"]["kwargs_data"] is not None, route  # the alias yields
+        for bogus in ("bogus", None):  # vLLM 0.33's answer to a value outside its Literal
+            error = client.post(route, json={**body, "mm_payload": bogus}).json()["error"]
+            assert error["code"] == 400 and error["param"] == "body.mm_payload", (route, error)
+            assert error["message"].startswith("1 validation error:\n  {'type': 'literal_error', "
+                                               "'loc': 'body.mm_payload', 'msg': \"Input should be "
+                                               "'tensors' or 'none'\""), (route, error)
+
+
+@pytest.mark.shared
+def test_parts_without_type_are_read_by_their_keys(serve: Any, media_copy: str) -> None:
+    """Part forms a live vLLM 0.33 render of Qwen2.5-VL-7B-Instruct answered so (2026-12-03;
+    round 28's newcomer found ``{"image_url": ...}`` a 400 here): a part without ``type`` (or with
+    ``type: null``), and any part with a ``uuid``, is named by its first media key
+    (``_parse_chat_message_content_part``), the URL a string or an object; one naming nothing is
+    vLLM's 400; ``image_url.detail`` outside OpenAI's values (``null`` included) is pydantic's 400
+    for the SDK's image part, and the accepted ones change nothing."""
+    client = server_for(serve, FOLDER, media_copy)
+    media = shared_path("data", "media")
+    url = data_part((media / "rgb_28x28.png").read_bytes())["image_url"]["url"]
+    clip = data_part((media / "video_16f_320x240.mp4").read_bytes(), "video/mp4")["image_url"]["url"]
+
+    def answer(part: dict[str, Any]) -> Any:
+        resp = render_part(client, part)
+        assert resp.status_code == 200, (part.keys(), resp.text[:300])
+        return resp.json()["token_ids"], resp.json()["features"]["mm_hashes"]
+
+    image = answer({"type": "image_url", "image_url": {"url": url}})
+    video = answer({"type": "video_url", "video_url": {"url": clip}})
+    for part in ({"image_url": url}, {"image_url": {"url": url}}, {"type": None, "image_url": {"url": url}},
+                 {"image_url": {"url": url, "detail": "low"}, "text": "ignored"},
+                 {"type": "image_url", "image_url": {"url": url, "detail": "original"}}):
+        assert answer(part) == image, part.keys()
+    for part in ({"video_url": clip}, {"video_url": {"url": clip}}):
+        assert answer(part) == video
+    tokens, hashes = answer({"type": "image_url", "video_url": {"url": clip}, "uuid": "clip-1"})
+    assert tokens == video[0] and hashes == {"video": ["clip-1"]}  # the key decides, not the type
+    for part in ({}, {"foo": 1}, {"type": "image_url", "uuid": "u"}):
+        assert render_part(client, part).json() == {"error": {
+            "message": "Missing 'type' field in multimodal part. (parameter=type)",
+            "type": "BadRequestError", "param": "type", "code": 400}}, part
+    for detail in ("bogus", None, 3):
+        resp = render_part(client, {"type": "image_url", "image_url": {"url": url, "detail": detail}})
+        error = resp.json()["error"]
+        assert resp.status_code == 400 and error["param"] is None, (detail, resp.text[:300])
+        assert error["message"].startswith(
+            "1 validation error for ChatCompletionContentPartImageParam\nimage_url.detail\n  Input should "
+            f"be 'auto', 'low', 'high' or 'original' [type=literal_error, input_value={detail!r}"), error

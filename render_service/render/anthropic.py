@@ -49,7 +49,7 @@ from ..errors import InvalidRequest, RenderServiceError, not_an_object
 from ..models import ModelBundle
 from ..protocol.anthropic import AnthropicContentBlock, AnthropicMessagesRequest
 from ..settings import Settings
-from .chat import render_chat
+from .chat import MM_PAYLOAD_FIELDS, render_chat
 from .request import Origins, in_request_terms
 
 BILLING_HEADER = "x-anthropic-billing-header"
@@ -301,5 +301,6 @@ def render_messages(bundle: ModelBundle, settings: Settings, body: Any) -> dict[
     origins: Origins = {}
     chat = to_chat_request(req, merge_system=merge_inline_system(bundle), disabled_effort=effort,
                            origins=origins)
+    chat.update((k, body[k]) for k in MM_PAYLOAD_FIELDS if k in body)
     with in_request_terms(origins):
         return render_chat(bundle, settings, chat)

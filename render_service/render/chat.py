@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest, not_an_object
+from ..errors import InvalidRequest, RequestErrors, not_an_object
 from ..models import ModelBundle, check_model
 from ..protocol.chat import ChatCompletionRequest, history_tool_calls
 from ..protocol.common import asks_structured_output
@@ -144,6 +144,7 @@ def render_chat(
     if not isinstance(body, dict):
         raise not_an_object(body)
     pre_check(body, "chat")
+    mm_payload = _mm_payload(body)
     req = ChatCompletionRequest.model_validate(body, from_attributes=True)  # as FastAPI reads bodies
     history_tool_calls(req.messages)  # vLLM 0.33 reads history calls while it validates the request
     check_model(bundle, req.model)
@@ -178,16 +179,23 @@ def render_chat(
         ),
         reasoning_parser_kwargs={"chat_template_kwargs": ctk} if settings.reasoning_parser else None,
         parse_context=parse_context,
-        features=prompt.features(_mm_payload(body)),
+        features=prompt.features(mm_payload),
     )
+
+
+MM_PAYLOAD_FIELDS = ("mm_payload", "return_mm_kwargs")
+"""The request fields that choose the ``features`` payload; the Messages and Responses renders
+copy them onto the chat request they render (vLLM 0.33 sets ``chat_req.mm_payload`` so too)."""
 
 
 def _mm_payload(body: dict[str, Any]) -> str:
     """``mm_payload`` (``"tensors"`` default, ``"none"``); ``return_mm_kwargs: false`` is its
     deprecated alias (vLLM 0.33)."""
-    payload = body.get("mm_payload")
-    if payload is None:
+    if "mm_payload" not in body:
         return "none" if body.get("return_mm_kwargs") is False else "tensors"
-    if payload not in ("tensors", "none"):
-        raise InvalidRequest("mm_payload must be 'tensors' or 'none'", param="mm_payload")
+    payload = body["mm_payload"]
+    if payload not in ("tensors", "none"):  # vLLM 0.33: its ``Literal`` field's validation error
+        raise RequestErrors([{"type": "literal_error", "loc": ("body", "mm_payload"),
+                              "msg": "Input should be 'tensors' or 'none'", "input": payload,
+                              "ctx": {"expected": "'tensors' or 'none'"}}])
     return str(payload)

@@ -38,7 +38,7 @@ from ..errors import InvalidRequest, not_an_object
 from ..models import ModelBundle
 from ..protocol.responses import ResponseFormatTextJSONSchemaConfig, ResponsesRequest
 from ..settings import Settings
-from .chat import render_chat
+from .chat import MM_PAYLOAD_FIELDS, render_chat
 from .harmony import _flat_text, uses_harmony
 from .request import Origins, in_request_terms
 
@@ -258,6 +258,7 @@ def render_responses(bundle: ModelBundle, settings: Settings, body: Any) -> dict
     harmony = uses_harmony(bundle.config)
     origins: Origins = {}
     chat = to_chat_request(req, harmony=harmony, origins=origins)
+    chat.update((k, body[k]) for k in MM_PAYLOAD_FIELDS if k in body)
     with in_request_terms(origins):
         out = render_chat(bundle, settings, chat, responses_items=harmony)
     out["request_id"] = req.request_id or f"resp_{uuid.uuid4().hex}"

@@ -30,6 +30,23 @@ def json_object(raw: str) -> dict[str, object]:
     return value
 
 
+def media_io_kwargs(raw: str) -> dict[str, object]:
+    """``--media-io-kwargs``: a JSON object of per-modality objects, whose values the decoders can
+    use (:func:`~render_service.render.multimodal.prompt.check_media_io_kwargs`), checked at
+    start-up instead of failing every request with media."""
+    value = json_object(raw)
+    if not all(isinstance(v, dict) for v in value.values()):
+        raise argparse.ArgumentTypeError(f"expected a JSON object of per-modality objects, got {raw!r}")
+    from ..errors import InvalidRequest
+    from ..render.multimodal.prompt import check_media_io_kwargs
+
+    try:
+        check_media_io_kwargs(value)
+    except InvalidRequest as err:
+        raise argparse.ArgumentTypeError(err.message) from None
+    return value
+
+
 #: Options ``--limit-mm-per-prompt`` takes per modality besides ``count`` (vLLM 0.33's
 #: ``ImageDummyOptions`` / ``VideoDummyOptions`` / ``AudioDummyOptions``, ``extra="forbid"``): sizes
 #: for its engine's memory profiling, which a render tier does not do, so they are checked and unused.
@@ -304,7 +321,7 @@ def add_multimodal_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--trust-request-mm-kwargs", action="store_true")
     serve.add_argument("--allowed-local-media-path", type=media_dir, default=None)
     serve.add_argument("--allowed-media-domains", nargs="+", default=None)
-    serve.add_argument("--media-io-kwargs", type=json_object, default=None,
+    serve.add_argument("--media-io-kwargs", type=media_io_kwargs, default=None,
                        help='JSON, e.g. \'{"video": {"fps": 2}}\'')
     serve.add_argument("--mm-hasher-algorithm", choices=("blake3", "sha256", "sha512"), default="blake3")
     serve.add_argument("--max-image-pixels", type=int, default=d.max_image_pixels)

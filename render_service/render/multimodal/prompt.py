@@ -72,6 +72,69 @@ class ResponseInputImageParam(TypedDict, total=False):
 _INPUT_IMAGE = TypeAdapter(ResponseInputImageParam)
 
 
+#: The keys a part without ``type`` (or with a ``uuid``) is read by, in vLLM 0.33's order
+#: (``_parse_chat_message_content_part``): the first key present names the part.
+INFERRED_KINDS = ("image_url", "image_pil", "image_embeds", "audio_embeds", "video_embeds",
+                  "prompt_embeds", "audio_url", "input_audio", "video_url")
+MISSING_TYPE = "Missing 'type' field in multimodal part. (parameter=type)"
+IMAGE_DETAILS = ("auto", "low", "high", "original")
+
+
+def part_kind(part: dict[str, Any]) -> tuple[Any, bool]:
+    """``(kind, inferred)``: a media part's type as vLLM 0.33 reads it. A part without ``type``
+    (or ``null``), and any part with a ``uuid``, is named by the first of :data:`INFERRED_KINDS`
+    it holds (so ``{"image_url": "data:..."}`` is an image, and a ``uuid`` part holding
+    ``video_url`` is a video whatever its ``type``). A part without ``type`` holding none of them
+    is text when it holds ``text`` (a deliberate difference: README), else ``None``.
+
+    Raises:
+        InvalidRequest: vLLM's ``Missing 'type' field in multimodal part.`` for a part that
+            names nothing (``{}``, ``{"foo": 1}``, a ``uuid`` part without a media key).
+    """
+    kind = part.get("type")
+    if kind is not None and part.get("uuid") is None:
+        return kind, False
+    inferred = next((key for key in INFERRED_KINDS if key in part), None)
+    if inferred is not None:
+        return inferred, True
+    if kind is None and "text" in part:
+        return "text", False
+    raise InvalidRequest(MISSING_TYPE, param="type")
+
+
+class ImageURL(TypedDict, total=False):
+    """The OpenAI SDK's ``ImageURL`` (openai 3.57) of a chat ``image_url`` part."""
+
+    url: Required[str]
+    detail: Literal["auto", "low", "high", "original"]
+
+
+class ChatCompletionContentPartImageParam(TypedDict, total=False):
+    """The OpenAI SDK's chat image part, which vLLM 0.33 validates an ``image_url`` part against."""
+
+    image_url: Required[ImageURL]
+    type: Required[Literal["image_url"]]
+
+
+_IMAGE_PART = TypeAdapter(ChatCompletionContentPartImageParam)
+
+
+def _check_image_detail(part: dict[str, Any]) -> None:
+    """An ``image_url`` part's ``detail`` is one of OpenAI's values: vLLM 0.33 validates the part
+    as the SDK's ``ChatCompletionContentPartImageParam``, and answers any other value (``null``
+    included) with pydantic's text for that type; the value itself changes nothing, as upstream.
+
+    Raises:
+        InvalidRequest: ``detail`` present and not ``auto``/``low``/``high``/``original``.
+    """
+    spec = part.get("image_url")
+    if isinstance(spec, dict) and "detail" in spec and spec["detail"] not in IMAGE_DETAILS:
+        try:  # only the detail is checked here: the URL has its own checks and messages
+            _IMAGE_PART.validate_python({"image_url": {"url": "", "detail": spec["detail"]}, "type": "image_url"})
+        except ValidationError as err:
+            raise InvalidRequest(str(err)) from None
+
+
 def _check_input_image(part: dict[str, Any]) -> None:
     """Raises InvalidRequest with pydantic's text, as vLLM 0.33 answers an ``input_image`` part that
     is not a ``ResponseInputImageParam`` (e.g. ``1 validation error for ResponseInputImageParam
@@ -98,7 +161,9 @@ class MediaCollector:
             InvalidRequest: over the modality's limit (upstream text, ``param`` the modality),
                 malformed part.
         """
-        kind = part.get("type")
+        if part.get("type") == "image_url":
+            _check_image_detail(part)
+        kind, inferred = part_kind(part)
         if kind in EMBEDS_PARTS:
             raise InvalidRequest(f"You must set `--enable-mm-embeds` to input `{kind}` (parameter={kind})",
                                  param=str(kind))
@@ -106,7 +171,7 @@ class MediaCollector:
         assert modality is None or isinstance(kind, str)
         if modality is None:
             return None
-        if kind == "input_image":
+        if kind == "input_image" and not inferred:
             _check_input_image(part)
         count = sum(p.modality == modality for p in self.parts) + 1
         limit = self.limits.get(modality, DEFAULT_LIMIT if modality in self.arch.modalities else 0)
@@ -117,7 +182,7 @@ class MediaCollector:
             )
         key = URL_KEY.get(str(kind), str(kind))
         spec = part.get(key)
-        if kind in OBJECT_URL_PARTS and spec is not None and not isinstance(spec, dict):
+        if kind in OBJECT_URL_PARTS and not inferred and spec is not None and not isinstance(spec, dict):
             raise InvalidRequest(  # vLLM 0.33: OpenAI's part types, ``{"url": ...}`` objects: 400
                 f"{kind} must be an object {{\"url\": ...}}", param=f"{where}.{key}"
             )
@@ -259,6 +324,38 @@ def request_kwargs(settings: Settings, extra: dict[str, Any]) -> tuple[dict[str,
     return mm, io_kw
 
 
+def check_media_io_kwargs(io_kw: dict[str, Any]) -> None:
+    """Refuse media-io kwargs the decoders cannot use, before any media is loaded: ``io_kw`` maps a
+    modality to its kwargs (``--media-io-kwargs`` at start-up, a request's ``media_io_kwargs``, or
+    the two merged for one part).
+
+    ``image.rgba_background_color``: a list or tuple of 3 integers in [0, 255], vLLM 0.33's check
+    and wording (``ImageMediaIO.__init__``). ``video.fps``: a positive number, ``video.num_frames``:
+    an integer (vLLM checks neither; a wrong one failed deep in the decoder here).
+
+    Raises:
+        InvalidRequest: a value out of those shapes (``param`` null for the colour, as vLLM's;
+            ``media_io_kwargs`` for the others).
+    """
+    image_kw, video_kw = io_kw.get("image") or {}, io_kw.get("video") or {}
+    if "rgba_background_color" in image_kw:
+        color = image_kw["rgba_background_color"]
+        if not (
+            isinstance(color, (list, tuple))
+            and len(color) == 3
+            and all(isinstance(c, int) and 0 <= c <= 255 for c in color)
+        ):
+            raise InvalidRequest(
+                "rgba_background_color must be a list or tuple of 3 integers in the range [0, 255]."
+            )
+    fps = video_kw.get("fps")
+    if "fps" in video_kw and (isinstance(fps, bool) or not isinstance(fps, (int, float)) or not fps > 0):
+        raise InvalidRequest("video fps must be a positive number", param="media_io_kwargs")
+    frames = video_kw.get("num_frames")
+    if "num_frames" in video_kw and (isinstance(frames, bool) or not isinstance(frames, int)):
+        raise InvalidRequest("video num_frames must be an integer", param="media_io_kwargs")
+
+
 _SCOPED = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
 
 
@@ -327,7 +424,7 @@ def _image(state: MultimodalState, spec: ItemSpec, settings: Settings) -> tuple[
         spec.factors,
     )
     lo, hi = _pixel_bounds(arch, "image", spec.proc)
-    pixels, grid = image.process_image(img, arch, lo, hi)
+    pixels, grid = image.process_image(img, arch, lo, hi, settings.max_image_pixels)
     n = pixels.shape[0] // (arch.merge_size**2)
     fields = {
         "pixel_values": serde.Field(pixels, "flat", False, [[[0, pixels.shape[0], None]]]),
@@ -349,7 +446,7 @@ def _video(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer
         spec.factors,
     )
     lo, hi = _pixel_bounds(arch, "video", spec.proc)
-    pixels, grid, stamps = video.process_video(decoded, arch, lo, hi)
+    pixels, grid, stamps = video.process_video(decoded, arch, lo, hi, settings.max_image_pixels)
     per_group = grid[1] * grid[2] // (arch.merge_size**2)
     pad = state.token_ids[arch.video_token]
     pv = serde.Field(pixels, "flat", False, [[[0, pixels.shape[0], None]]])
@@ -554,6 +651,7 @@ def _plan(state: MultimodalState, settings: Settings, parts: list[MediaPart], ex
         if _scoped(req_proc, part.modality):
             factors["mm_processor_kwargs"] = _scoped(req_proc, part.modality)
         if io_kw:
+            check_media_io_kwargs({part.modality: io_kw})
             factors["media_io_kwargs"] = {part.modality: io_kw}
         reported = None
         if part.uuid is not None:
