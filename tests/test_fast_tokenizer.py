@@ -176,6 +176,31 @@ def test_proof_rejects_a_merge_hf_lacks():
         prove_rank_bpe(_spec(ranks=ranks, merges=merges))
 
 
+def test_a_bpe_model_is_proven_once_per_process():
+    """The proof reads only ranks, merges and ``ignore_merges``: a spec with the same ones (other
+    added tokens, as the six Qwen2-vocabulary folders) is not proven again, and one that differs in
+    any of them is (a failing proof is never remembered)."""
+    from render_service.tokens.fast_tokenizer import _PROVEN, _bpe_digest, _prove_once
+
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b"abc": 257}
+    merges = [(b"a", b"b"), (b"ab", b"c")]
+    good = _spec(ranks=ranks, merges=merges)
+    twin = _spec(ranks=ranks, merges=merges, added={"<x>": 258}, pattern=r"\S+")
+    assert _bpe_digest(twin) == _bpe_digest(good)
+    _prove_once(good, "", None)
+    assert _bpe_digest(good) in _PROVEN
+    for other in (_spec(ranks=ranks, merges=merges, ignore_merges=True),
+                  _spec(ranks=ranks | {b"bc": 258}, merges=[*merges, (b"b", b"c")]),
+                  _spec(ranks=ranks, merges=merges[:1])):
+        assert _bpe_digest(other) != _bpe_digest(good)
+    unprovable = _spec(ranks=ranks, merges=merges[:1])  # 'abc' = ('ab','c'), which merges lack
+    with pytest.raises(Unsupported):
+        _prove_once(unprovable, "", None)
+    with pytest.raises(Unsupported):  # a failure is not remembered: refused again
+        _prove_once(unprovable, "", None)
+    assert _bpe_digest(unprovable) not in _PROVEN
+
+
 def _qwen_json() -> dict:
     """Qwen3's tokenizer.json, parsed anew (each test mutates its own copy); the text is taken from
     the tokenizer once per process and parsed with orjson (the same JSON, ~10 times faster than

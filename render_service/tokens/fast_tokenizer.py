@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import pickle
 import re
 import unicodedata
 from collections.abc import Callable
@@ -348,13 +349,34 @@ def _proof_marker(proof_cache: Path, tokenizer_text: str) -> Path:
     return proof_cache / f"{digest}.proven"
 
 
+_PROVEN: set[bytes] = set()
+""":func:`_bpe_digest` of every BPE model proven in this process. The proof reads only the ranks,
+the merges and ``ignore_merges``, which tokenizers of one family share whatever their added
+tokens (the six Qwen2-vocabulary folders of ../shared/models: one proof instead of six)."""
+
+
+def _bpe_digest(spec: TokenizerSpec) -> bytes:
+    """sha256 of what :func:`prove_rank_bpe` reads (ranks in vocab order, merges, ``ignore_merges``)
+    and :data:`PROOF_VERSION`; ~0.05 s for 150k tokens against the proof's 2-4 s."""
+    payload = (PROOF_VERSION, list(spec.ranks.items()), spec.merges, spec.ignore_merges)
+    return hashlib.sha256(pickle.dumps(payload, protocol=5)).digest()
+
+
 def _prove_once(spec: TokenizerSpec, text: str, proof_cache: Path | None) -> None:
-    """:func:`prove_rank_bpe`, skipped when ``proof_cache`` holds a marker for this exact tokenizer.json
-    (sha256 of the text and :data:`PROOF_VERSION`); a marker is written after a successful proof."""
+    """:func:`prove_rank_bpe`, skipped when this process proved the same BPE model already
+    (:data:`_PROVEN`) or ``proof_cache`` holds a marker for this exact tokenizer.json (sha256 of the
+    text and :data:`PROOF_VERSION`); a marker is written after a successful proof (or a proven twin).
+
+    Raises:
+        Unsupported: the proof fails (never remembered).
+    """
     marker = _proof_marker(proof_cache, text) if proof_cache is not None else None
     if marker is not None and marker.is_file():
         return
-    prove_rank_bpe(spec)
+    digest = _bpe_digest(spec)
+    if digest not in _PROVEN:
+        prove_rank_bpe(spec)
+        _PROVEN.add(digest)  # only after a proof that passed
     if marker is not None:
         try:
             marker.parent.mkdir(parents=True, exist_ok=True)
@@ -368,7 +390,8 @@ def build_fast_encoder(tokenizer: Any, proof_cache: Path | None = None) -> FastE
 
     Takes ≈ 1–2.5 s for a 130k–200k vocabulary, most of it the BPE proof (every token walked once).
     ``proof_cache``: optional folder remembering successful proofs per tokenizer.json hash, so later
-    starts (and other workers) skip the proof. Never raises for an unsupported tokenizer; logs the
+    starts (and other workers) skip the proof; a BPE model this process proved already (another
+    tokenizer of the same family: :data:`_PROVEN`) is not proven again. Never raises for an unsupported tokenizer; logs the
     reason at INFO and returns ``None``.
     """
     text = tokenizer_json(tokenizer)
