@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import io
 import math
 import re
@@ -117,11 +118,34 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
     return h_bar, w_bar
 
 
+EXTERNAL_PROGRAM_FORMATS = frozenset({"EPS"})
+"""Pillow formats whose decoder runs an external program on the client's bytes (EPS: Ghostscript,
+``gs``, wherever it is installed): never opened. Without the program Pillow cannot read them
+either, so vLLM 0.33 (without ``gs``) answers them ``cannot identify image file``, as this does."""
+
+
+@functools.cache
+def open_formats() -> tuple[str, ...]:
+    """The formats an image is opened as: every format Pillow can open except
+    :data:`EXTERNAL_PROGRAM_FORMATS` (the common ones first, in Pillow's order)."""
+    Image.init()
+    return tuple(f for f in Image.OPEN if f not in EXTERNAL_PROGRAM_FORMATS)
+
+
+def open_image(data: bytes) -> Image.Image:
+    """``Image.open`` of ``data`` limited to :func:`open_formats` (lazy: only the header read).
+
+    Raises:
+        PIL.UnidentifiedImageError: no allowed format reads it.
+    """
+    return Image.open(io.BytesIO(data), formats=open_formats())
+
+
 def header_pixels(data: bytes) -> int:
     """``width × height`` from an image's header (no pixel decoded); 0 when unreadable (the decode
     then gives the error)."""
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with open_image(data) as img:
             w, h = img.size
     except Exception:
         return 0
@@ -147,7 +171,7 @@ def decode_image(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img: Image.Image = Image.open(io.BytesIO(data))
+            img: Image.Image = open_image(data)
             w, h = img.size
             if w * h > max_pixels:
                 raise too_many_pixels(w, h, max_pixels)

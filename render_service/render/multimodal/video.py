@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import io
 import math
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,15 @@ class DecodedVideo:
     def duration(self) -> float:
         """Seconds, ``total_frames / fps`` (as vLLM's metadata)."""
         return self.total_frames / self.fps if self.fps > 0 else 0.0
+
+    @property
+    def sampled_fps(self) -> float:
+        """Frames per second of the sampled frames: ``len(indices) / total_frames · fps``, or the
+        source fps (24 when unknown) when a fact is missing (transformers' ``VideoMetadata.sampled_fps``,
+        which Qwen2.5-VL's ``second_per_grid_ts`` divides the temporal patch by)."""
+        if self.total_frames <= 0 or self.fps <= 0:
+            return self.fps or 24.0
+        return len(self.indices) / self.total_frames * self.fps
 
 
 def sample_indices(arch: VisionArch, total: int, fps_src: float, fps: float) -> list[int]:
@@ -71,16 +82,63 @@ def preload() -> None:
         pass
 
 
+DECODE_BYTES_LIMIT = int(os.environ.get("VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES", "715827880"))
+"""Bytes of decoded RGB frames one video may keep (vLLM 0.33's ``VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES``,
+read from the same variable; 0 or less: no limit). vLLM counts a whole request's media against
+it; here each video is checked, before its sampled frames are decoded."""
+
+
+def check_decode_bytes(n_frames: int, height: int, width: int) -> None:
+    """Refuse ``n_frames`` RGB frames of ``height × width`` over :data:`DECODE_BYTES_LIMIT`.
+
+    Raises:
+        InvalidRequest: vLLM 0.33's text (``Request decoded media exceeds ...``).
+    """
+    used = n_frames * height * width * 3
+    if 0 < DECODE_BYTES_LIMIT < used:
+        raise InvalidRequest(
+            f"Request decoded media exceeds VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES={DECODE_BYTES_LIMIT} "
+            f"({used} bytes)."
+        )
+
+
+def _video_stream(container: Any) -> Any:
+    stream = next((s for s in container.streams if s.type == "video"), None)
+    if stream is None:
+        raise InvalidRequest("Failed to load video: no video stream")
+    return stream
+
+
+def _decode_pass(container: Any, stream: Any, wanted: set[int], to_rgb: Callable[[Any], np.ndarray]
+                 ) -> tuple[dict[int, np.ndarray], int]:
+    """Decode every frame of ``stream``, keeping only the ``wanted`` indices (as RGB): each other
+    frame is freed as soon as the next is decoded. Returns ``(kept, frames decoded)``."""
+    kept: dict[int, np.ndarray] = {}
+    count = 0
+    for frame in container.decode(stream):
+        if count in wanted:
+            kept[count] = to_rgb(frame)
+        count += 1
+    return kept, count
+
+
 def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict[str, Any]) -> DecodedVideo:
     """Decode ``data`` (any container FFmpeg reads) and keep the sampled frames.
+
+    The sampling needs the number of frames: it is taken from the container (``stream.frames``),
+    so one pass decodes every frame and keeps only the sampled ones as RGB; when the container
+    does not say, or the frames decoded are not the number it said, a first pass counts them and
+    a second keeps the sampled ones (the result is always that of the decoded count). So memory
+    holds the sampled frames only, not the whole video (a 137 KB minute of 1080p at 30 fps was
+    9.9 GB when every decoded frame was kept).
 
     ``io_kwargs``: ``--media-io-kwargs`` / request ``media_io_kwargs["video"]`` (``fps``;
     ``num_frames`` only changes the hash for these families, as upstream).
 
     Raises:
         InvalidRequest: not a video ("Could not open video stream", vLLM's text), no video
-            stream, a frame over the pixel budget, or PyAV not installed
-            (``pip install 'render-service[video]'``).
+            stream, a frame over the pixel budget, sampled frames over :data:`DECODE_BYTES_LIMIT`
+            (vLLM's text), or PyAV not installed (``pip install 'render-service[video]'``).
     """
     try:
         import av
@@ -90,35 +148,44 @@ def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict
         opened = av.open(io.BytesIO(data), mode="r")
     except Exception:  # FFmpeg cannot open it: vLLM 0.33's (OpenCV decoder's) message
         raise InvalidRequest("Could not open video stream") from None
+    # one reformatter for all frames: its scaler context is made once, not per frame
+    # (``to_ndarray(format=...)`` builds one per frame; the same pixels), and on the calling
+    # thread (``threads=1``): PyAV's default 0 lets swscale start its own slice threads for each
+    # context, which cost more than a small frame's conversion (process CPU of the 4 sampled
+    # 320x240 frames ~0.6-0.8 -> ~0.35-0.4 ms; the same pixels)
+    reformat = av.video.reformatter.VideoReformatter().reformat
+
+    def to_rgb(frame: Any) -> np.ndarray:
+        return reformat(frame, format="rgb24", threads=1).to_ndarray()  # type: ignore[no-any-return]
+
+    fps = float(io_kwargs.get("fps", arch.video_fps))
     try:
         with opened as container:
-            stream: Any = next((s for s in container.streams if s.type == "video"), None)
-            if stream is None:
-                raise InvalidRequest("Failed to load video: no video stream")
-            if (stream.width or 0) * (stream.height or 0) > max_pixels:
-                raise too_many_pixels(stream.width or 0, stream.height or 0, max_pixels, "Video frame")
+            stream: Any = _video_stream(container)
+            width, height = stream.width or 0, stream.height or 0
+            if width * height > max_pixels:
+                raise too_many_pixels(width, height, max_pixels, "Video frame")
             fps_src = float(stream.average_rate) if stream.average_rate else 0.0
-            # Every frame is decoded (the count decides the sampling); only the sampled ones
-            # are converted to RGB.
-            frames = list(container.decode(stream))
-            if not frames:
-                raise InvalidRequest("Failed to load video: no frames")
-            fps = float(io_kwargs.get("fps", arch.video_fps))
-            indices = sample_indices(arch, len(frames), fps_src, fps)
-            # one reformatter for all frames: its scaler context is made once, not per frame
-            # (``to_ndarray(format=...)`` builds one per frame; the same pixels), and on the
-            # calling thread (``threads=1``): PyAV's default 0 lets swscale start its own slice
-            # threads for each context, which cost more than a small frame's conversion (process
-            # CPU of the 4 sampled 320x240 frames ~0.6-0.8 -> ~0.35-0.4 ms; the same pixels)
-            reformat = av.video.reformatter.VideoReformatter().reformat
-            rgb = np.stack([
-                reformat(frames[i], format="rgb24", threads=1).to_ndarray() for i in indices  # type: ignore[arg-type]
-            ])
+            said = int(stream.frames or 0)
+            try:
+                indices = sample_indices(arch, said, fps_src, fps) if said > 0 else []
+            except InvalidRequest:  # decided on the decoded count below, as it always was
+                said, indices = -1, []
+            check_decode_bytes(len(indices), height, width)
+            kept, total = _decode_pass(container, stream, set(indices), to_rgb)
+        if total == 0:
+            raise InvalidRequest("Failed to load video: no frames")
+        if total != said:  # the container did not say, or said otherwise: sample the real count
+            indices = sample_indices(arch, total, fps_src, fps)
+            check_decode_bytes(len(indices), height, width)
+            with av.open(io.BytesIO(data), mode="r") as again:
+                kept, _ = _decode_pass(again, _video_stream(again), set(indices), to_rgb)
+        rgb = np.stack([kept[i] for i in indices])
     except InvalidRequest:
         raise
     except Exception as exc:
         raise load_error(exc, "video") from None
-    return DecodedVideo(rgb, len(frames), fps_src, indices)
+    return DecodedVideo(rgb, total, fps_src, indices)
 
 
 def hash_metadata(video: DecodedVideo) -> dict[str, Any]:
