@@ -152,12 +152,27 @@ def test_media_io_kwargs_values_the_decoders_cannot_use_fail_start_up(capsys) ->
                         ('{"image": {"rgba_background_color": [1.5, 0, 0]}}', colour),
                         ('{"video": {"fps": 0}}', "video fps must be a positive number"),
                         ('{"video": {"fps": "2"}}', "video fps must be a positive number"),
-                        ('{"video": {"num_frames": 2.5}}', "video num_frames must be an integer"),
                         ('{"image": [1]}', "per-modality objects")):
         with pytest.raises(SystemExit) as err:
             build_parser().parse_args(["serve", "M", "--media-io-kwargs", bad])
         out = capsys.readouterr().err
         assert err.value.code == 2 and "--media-io-kwargs" in out and reason in out, (bad, out)
+
+
+def test_mm_processor_kwargs_pixel_bounds_fail_start_up(capsys) -> None:
+    """``--mm-processor-kwargs`` pixel bounds are positive integers and ``size`` has both edges,
+    checked at start-up (round 29's newcomer: ``{"max_pixels": "abc"}`` started and then failed
+    every media request)."""
+    from render_service.serving.cli import build_parser, settings_from_args
+
+    good = '{"max_pixels": 200000, "videos_kwargs": {"size": {"shortest_edge": 3136, "longest_edge": 99999}}}'
+    assert settings_from_args(build_parser().parse_args(["serve", "M", "--mm-processor-kwargs", good])
+                              ).mm_processor_kwargs["max_pixels"] == 200000
+    for bad in ('{"max_pixels": "abc"}', '{"min_pixels": 0}', '{"images_kwargs": {"max_pixels": 1.5}}',
+                '{"videos_kwargs": "x"}', '{"size": {"longest_edge": 100}}'):
+        with pytest.raises(SystemExit) as err:
+            build_parser().parse_args(["serve", "M", "--mm-processor-kwargs", bad])
+        assert err.value.code == 2 and "--mm-processor-kwargs" in capsys.readouterr().err, bad
 
 
 def test_allowed_local_media_path_must_be_an_existing_folder(tmp_path, capsys) -> None:

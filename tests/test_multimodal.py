@@ -499,8 +499,7 @@ def test_request_media_io_kwargs_are_checked_before_loading(serve: Any, media_co
         assert resp.json() == {"error": {"message": RGBA_COLOUR, "type": "BadRequestError",
                                          "param": None, "code": 400}}, colour  # vLLM 0.33's answer
     for video_kw, reason in (({"fps": 0}, "video fps must be a positive number"),
-                             ({"fps": "fast"}, "video fps must be a positive number"),
-                             ({"num_frames": "all"}, "video num_frames must be an integer")):
+                             ({"fps": "fast"}, "video fps must be a positive number")):
         clip = {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAA"}}
         resp = render_with(client, clip, media_io_kwargs={"video": video_kw})
         assert resp.status_code == 400 and resp.json()["error"]["message"] == reason, resp.text[:300]
@@ -593,3 +592,177 @@ def test_parts_without_type_are_read_by_their_keys(serve: Any, media_copy: str) 
         assert error["message"].startswith(
             "1 validation error for ChatCompletionContentPartImageParam\nimage_url.detail\n  Input should "
             f"be 'auto', 'low', 'high' or 'original' [type=literal_error, input_value={detail!r}"), error
+
+
+def clip_bytes(frames: int, fps: int, size: int = 64) -> bytes:
+    """An mp4 of ``frames`` frames at ``fps`` (H.264, ``size``² gradients), made with PyAV."""
+    import io
+
+    import numpy as np
+
+    av = pytest.importorskip("av")
+    out = io.BytesIO()
+    with av.open(out, mode="w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for i in range(frames):
+            pixels = np.full((size, size, 3), (i * 37) % 256, dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return out.getvalue()
+
+
+def metadata_value(b64: str, name: str) -> float:
+    """A bfloat16 scalar of an ``mm_metadata`` item, as float (reference §3 layout)."""
+    import numpy as np
+
+    field = decode(b64)[name]["data"]
+    assert field["dtype"] == "bfloat16" and field["shape"] == [], field
+    return float(np.frombuffer(b"\0\0" + field["raw"], "<f4")[0])
+
+
+@pytest.mark.shared
+def test_qwen25_seconds_per_grid_are_those_of_the_sampled_frames(serve: Any, media_copy: str) -> None:
+    """Qwen2.5-VL's ``second_per_grid_ts`` (the engine's M-RoPE time step) is
+    ``temporal_patch_size / sampled fps`` (HF's ``VideoMetadata.sampled_fps``: frames kept / frames
+    · source fps). Round 29's newcomer measured vLLM 0.33 at 2.0 for 8 frames at 1 fps, 0.25 for
+    2 frames at 8 fps and 0.375 for 3 at 8 fps, where this render sent 1.0 for all three (2 / the
+    fps asked for); the test clip at the default fps stays 1.0 (the goldens)."""
+    client = server_for(serve, TRUSTED, media_copy)
+    for frames, fps, want in ((8, 1, 2.0), (2, 8, 0.25), (3, 8, 0.375), (16, 8, 1.0)):
+        part = data_part(clip_bytes(frames, fps), "video/mp4")
+        resp = render_with(client, {"type": "video_url", "video_url": part["image_url"]})
+        assert resp.status_code == 200, resp.text[:300]
+        got = metadata_value(resp.json()["features"]["mm_metadata"]["video"][0], "second_per_grid_ts")
+        assert got == want, (frames, fps, got)
+
+
+def test_sampled_frames_over_the_decode_limit_are_refused_before_decoding() -> None:
+    """vLLM 0.33's per-request limit on decoded media (``VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES``,
+    715,827,880 by default) with its text: round 29's newcomer sent a 137 KB minute of 1080p at
+    30 fps (120 frames sampled) and grew the server to 9.9 GB while every frame was kept; vLLM
+    answered this 400. The check comes before the sampled frames are decoded."""
+    from render_service.errors import InvalidRequest
+    from render_service.render.multimodal.video import DECODE_BYTES_LIMIT, check_decode_bytes
+
+    assert DECODE_BYTES_LIMIT == 715_827_880
+    check_decode_bytes(115, 1080, 1920)  # 715,392,000 bytes: allowed
+    with pytest.raises(InvalidRequest) as err:
+        check_decode_bytes(120, 1080, 1920)
+    assert err.value.message == ("Request decoded media exceeds VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES="
+                                 "715827880 (746496000 bytes).")
+
+
+def test_only_the_sampled_frames_are_kept() -> None:
+    """A clip of 90 frames at 30 fps keeps the 6 frames Qwen2.5-VL samples at 2 fps, equal to the
+    frames at those indices of a full decode (the one pass keeps no other frame)."""
+    import io
+
+    import numpy as np
+
+    av = pytest.importorskip("av")
+    from render_service.render.multimodal.registry import ARCHITECTURES
+    from render_service.render.multimodal.video import decode_video
+
+    raw = clip_bytes(90, 30)
+    decoded = decode_video(raw, ARCHITECTURES["qwen2_5_vl"], 50_000_000, {})
+    assert decoded.total_frames == 90 and len(decoded.indices) == decoded.frames.shape[0] == 6
+    with av.open(io.BytesIO(raw)) as container:
+        every = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert all(np.array_equal(decoded.frames[k], every[i]) for k, i in enumerate(decoded.indices))
+
+
+def test_images_never_run_an_external_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An EPS "image" is not opened: Pillow's EPS plugin runs Ghostscript (``gs``) on the client's
+    bytes (round 29's newcomer saw a fake ``gs`` first on the PATH run, and its command line in the
+    answer). It is vLLM's answer without Ghostscript: cannot identify image file."""
+    from PIL import Image
+
+    from render_service.errors import InvalidRequest
+    from render_service.render.multimodal.image import decode_image, open_formats
+
+    log = tmp_path / "ran.log"
+    fake = tmp_path / "gs"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nnewpath 0 0 moveto 10 10 lineto stroke\n%%EOF\n"
+    assert "EPS" not in open_formats() and {"PNG", "JPEG", "WEBP", "GIF", "TIFF", "BMP"} <= set(open_formats())
+    with pytest.raises(InvalidRequest, match=r"^Failed to load image: cannot identify image file <_io\.BytesIO object>$"):
+        decode_image(eps, 50_000_000)
+    assert not log.exists()
+    with pytest.raises(Exception):  # the control: Pillow left to itself runs the fake gs
+        Image.open(__import__("io").BytesIO(eps)).load()
+    assert log.exists()
+
+
+@pytest.mark.shared
+def test_media_in_tool_and_responses_messages_as_vllm(serve: Any, media_copy: str) -> None:
+    """Round 29's newcomer, measured against vLLM 0.33 (Qwen2.5-VL): a tool message whose parts hold
+    media keeps them as parts (``<|vision_end|>hi``; joining them into one string added a
+    ``\\n``), text-only tool parts are still joined; a Responses message's ``input_image`` without
+    ``detail`` (the usual OpenAI form) renders as with ``detail: "auto"``, while a
+    ``function_call_output``'s still needs it (vLLM: 400)."""
+    client = server_for(serve, TRUSTED, media_copy)
+    url = data_part((shared_path("data", "media") / "rgb_28x28.png").read_bytes())["image_url"]["url"]
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    hi = {"type": "text", "text": "hi"}
+
+    def tool_turn(content: list[dict[str, Any]]) -> list[int]:
+        body = {"messages": [{"role": "user", "content": "x"},
+                             {"role": "assistant", "content": None, "tool_calls": [call]},
+                             {"role": "tool", "tool_call_id": "c1", "content": content}]}
+        resp = client.post("/v1/chat/completions/render", json=body)
+        assert resp.status_code == 200, resp.text[:300]
+        return list(resp.json()["token_ids"])
+
+    vocab = client.post("/tokenize", json={"prompt": "<|vision_end|>hi\nhi", "add_special_tokens": False}).json()["tokens"]
+    vision_end, hi_id, newline = vocab[0], vocab[1], vocab[2]
+    ids = tool_turn([{"type": "image_url", "image_url": {"url": url}}, hi])
+    assert ids[ids.index(vision_end) + 1] == hi_id and newline != hi_id
+    joined = tool_turn([hi, hi])
+    assert [hi_id, newline, hi_id] == next(joined[i:i + 3] for i in range(len(joined)) if joined[i] == hi_id)
+
+    image = {"type": "input_image", "image_url": url}
+    bare = {"input": [{"role": "user", "content": [image, {"type": "input_text", "text": "hi"}]}]}
+    auto = {"input": [{"role": "user", "content": [{**image, "detail": "auto"}, {"type": "input_text", "text": "hi"}]}]}
+    got, want = (client.post("/v1/responses/render", json=b) for b in (bare, auto))
+    assert got.status_code == want.status_code == 200, got.text[:300]
+    assert got.json()["token_ids"] == want.json()["token_ids"] and got.json()["features"] == want.json()["features"]
+    output = {"input": [{"role": "user", "content": "x"},
+                        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                        {"type": "function_call_output", "call_id": "c1", "output": [image, {"type": "input_text", "text": "hi"}]}]}
+    resp = client.post("/v1/responses/render", json=output)
+    assert resp.status_code == 400
+    assert "ResponseInputImageParam\ndetail\n  Field required" in resp.json()["error"]["message"]
+
+
+@pytest.mark.shared
+def test_processor_pixel_kwargs_are_read_as_vllm(serve: Any, media_copy: str) -> None:
+    """Measured against vLLM 0.33 (Qwen2.5-VL, round 29): ``min_pixels`` over ``max_pixels`` is
+    ``smart_resize``'s to resolve (a 640×480 image: 2 placeholder tokens, the video 4), not a 400;
+    a pixel bound that is a string, a float, a bool or not positive, a ``size`` without both edges
+    and a non-object ``<modality>s_kwargs`` are 400s, but only for the modality they apply to."""
+    client = server_for(serve, TRUSTED, media_copy)
+    media = shared_path("data", "media")
+    still = data_part((media / "rgb_640x480.png").read_bytes())
+    clip = {"type": "video_url", "video_url": data_part((media / "video_16f_320x240.mp4").read_bytes(),
+                                                        "video/mp4")["image_url"]}
+
+    def status(part: dict[str, Any], kwargs: dict[str, Any]) -> int:
+        return int(render_with(client, part, mm_processor_kwargs=kwargs).status_code)
+
+    for part, modality, length in ((still, "image", 2), (clip, "video", 4)):
+        resp = render_with(client, part, mm_processor_kwargs={"min_pixels": 50176, "max_pixels": 3136})
+        assert resp.status_code == 200 and resp.json()["features"]["mm_placeholders"][modality][0]["length"] == length
+    for bad in ({"max_pixels": "50176"}, {"max_pixels": 150000.0}, {"max_pixels": True}, {"min_pixels": -5},
+                {"size": {"longest_edge": 100000}}, {"size": {"height": 100, "width": 100}},
+                {"size": {"shortest_edge": 3136, "longest_edge": "1"}}):
+        assert status(still, bad) == status(clip, bad) == 400, bad
+    assert status(still, {"size": {"shortest_edge": 3136, "longest_edge": 200000}}) == 200
+    assert (status(still, {"images_kwargs": "x"}), status(clip, {"images_kwargs": "x"})) == (400, 200)
+    assert (status(still, {"videos_kwargs": {"max_pixels": "x"}}),
+            status(clip, {"videos_kwargs": {"max_pixels": "x"}})) == (200, 400)

@@ -145,7 +145,9 @@ def _media_content(content: list[Any], role: str, fmt: str, where: str, media: A
     for j, part in enumerate(content):
         modality = media.accept(part, f"{where}.{j}") if isinstance(part, dict) else None
         parts.append(("media", modality) if modality else ("text", _part_text(part, f"{where}.{j}", vision=True)))
-    if fmt == "openai" and role != "tool":
+    # a tool message's parts are joined into one string only when they are all text (vLLM 0.33:
+    # with media in it the list is kept, so Qwen2.5-VL renders ``<|vision_end|>hi``, not ``...\nhi``)
+    if fmt == "openai" and (role != "tool" or any(k == "media" for k, _ in parts)):
         return [{"type": v} if k == "media" else {"type": "text", "text": v} for k, v in parts]
     return "\n".join(media.placeholder(v) if k == "media" else v for k, v in parts)
 

@@ -101,13 +101,14 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
     elif item.get("role") == "assistant":
         said = _text_of(item)
         if said is None:
-            messages.append(item)
+            messages.append({**item, "content": _chat_content(item["content"])} if "content" in item else item)
         elif prev is not None and prev.get("content") is None:
             prev["content"] = said
         else:
             messages.append({"role": "assistant", "content": said})
     elif "role" in item:
-        messages.append({k: v for k, v in item.items() if k not in ("type", "status", "id")})
+        messages.append({k: _chat_content(v) if k == "content" else v
+                         for k, v in item.items() if k not in ("type", "status", "id")})
     else:
         raise InvalidRequest(f"Unsupported input item type: {kind}", param=where)
 
@@ -167,6 +168,19 @@ def _harmony_item(messages: list[dict[str, Any]], item: Any, where: str) -> None
         messages.append({k: v for k, v in item.items() if k in ("role", "content")})
     else:
         raise InvalidRequest(f"Unknown input type: {kind}", param=where)
+
+
+def _chat_content(content: Any) -> Any:
+    """A Responses message's content as chat content: an ``input_image`` part without ``detail``
+    gets OpenAI's default ``"auto"`` (vLLM 0.33's Responses render takes such a part in a message,
+    the usual OpenAI form; the chat render validates ``input_image`` as the SDK's
+    ``ResponseInputImageParam``, where ``detail`` is required, and so does vLLM for a
+    ``function_call_output``'s parts, which keep that check here too)."""
+    if not isinstance(content, list):
+        return content
+    return [{**part, "detail": "auto"}
+            if isinstance(part, dict) and part.get("type") == "input_image" and "detail" not in part else part
+            for part in content]
 
 
 def to_chat_request(

@@ -47,6 +47,21 @@ def media_io_kwargs(raw: str) -> dict[str, object]:
     return value
 
 
+def mm_processor_kwargs(raw: str) -> dict[str, object]:
+    """``--mm-processor-kwargs``: a JSON object whose pixel bounds are positive integers
+    (:func:`~render_service.render.multimodal.prompt.check_pixel_kwargs`), checked at start-up
+    instead of failing every request with media."""
+    value = json_object(raw)
+    from ..errors import InvalidRequest
+    from ..render.multimodal.prompt import check_pixel_kwargs
+
+    try:
+        check_pixel_kwargs(value)
+    except InvalidRequest as err:
+        raise argparse.ArgumentTypeError(err.message) from None
+    return value
+
+
 #: Options ``--limit-mm-per-prompt`` takes per modality besides ``count`` (vLLM 0.33's
 #: ``ImageDummyOptions`` / ``VideoDummyOptions`` / ``AudioDummyOptions``, ``extra="forbid"``): sizes
 #: for its engine's memory profiling, which a render tier does not do, so they are checked and unused.
@@ -317,7 +332,7 @@ def add_multimodal_flags(serve: argparse.ArgumentParser) -> None:
     d = Settings()
     serve.add_argument("--limit-mm-per-prompt", type=mm_limits, default=None,
                        help='JSON, e.g. \'{"image": 3, "video": 1}\' or \'{"image": {"count": 3}}\'')
-    serve.add_argument("--mm-processor-kwargs", type=json_object, default=None, help="JSON object")
+    serve.add_argument("--mm-processor-kwargs", type=mm_processor_kwargs, default=None, help="JSON object")
     serve.add_argument("--trust-request-mm-kwargs", action="store_true")
     serve.add_argument("--allowed-local-media-path", type=media_dir, default=None)
     serve.add_argument("--allowed-media-domains", nargs="+", default=None)

@@ -330,8 +330,9 @@ def check_media_io_kwargs(io_kw: dict[str, Any]) -> None:
     the two merged for one part).
 
     ``image.rgba_background_color``: a list or tuple of 3 integers in [0, 255], vLLM 0.33's check
-    and wording (``ImageMediaIO.__init__``). ``video.fps``: a positive number, ``video.num_frames``:
-    an integer (vLLM checks neither; a wrong one failed deep in the decoder here).
+    and wording (``ImageMediaIO.__init__``). ``video.fps``: a positive number (vLLM does
+    not check it; 0 or a string failed deep in the decoder here). ``num_frames`` is not checked:
+    these families only hash it, and vLLM 0.33 takes ``4.5`` or ``"4"`` alike.
 
     Raises:
         InvalidRequest: a value out of those shapes (``param`` null for the colour, as vLLM's;
@@ -351,9 +352,6 @@ def check_media_io_kwargs(io_kw: dict[str, Any]) -> None:
     fps = video_kw.get("fps")
     if "fps" in video_kw and (isinstance(fps, bool) or not isinstance(fps, (int, float)) or not fps > 0):
         raise InvalidRequest("video fps must be a positive number", param="media_io_kwargs")
-    frames = video_kw.get("num_frames")
-    if "num_frames" in video_kw and (isinstance(frames, bool) or not isinstance(frames, int)):
-        raise InvalidRequest("video num_frames must be an integer", param="media_io_kwargs")
 
 
 _SCOPED = {"image": "images_kwargs", "video": "videos_kwargs", "audio": "audio_kwargs"}
@@ -366,7 +364,44 @@ def _scoped(kwargs: dict[str, Any], modality: str) -> dict[str, Any]:
     return {**out, _SCOPED[modality]: own} if isinstance(own, dict) else out
 
 
+PIXEL_KEYS = ("min_pixels", "max_pixels")
+SIZE_KEYS = ("shortest_edge", "longest_edge")
+
+
+def check_pixel_kwargs(kwargs: dict[str, Any], modality: str | None = None) -> None:
+    """``min_pixels`` / ``max_pixels`` (and ``size.shortest_edge`` / ``size.longest_edge``), at the
+    top of processor kwargs or under ``images_kwargs`` / ``videos_kwargs``, are positive integers:
+    vLLM 0.33's processor refuses a string or a float (``Failed to apply ...Processor``); a minimum
+    over the maximum is its (and HF ``smart_resize``'s) to resolve, not an error. ``modality``:
+    only the top level and that modality's ``<modality>s_kwargs`` are checked (vLLM applies, and
+    so refuses, only those); ``None`` (a start-up flag): every scope.
+
+    Raises:
+        InvalidRequest: another value (``param`` ``mm_processor_kwargs``).
+    """
+    own = _SCOPED.values() if modality is None else (_SCOPED[modality],)
+    scopes = [kwargs, *(kwargs.get(k) for k in own)]
+    for scope in scopes:
+        if scope is None:
+            continue
+        if not isinstance(scope, dict):
+            raise InvalidRequest("images_kwargs / videos_kwargs must be objects", param="mm_processor_kwargs")
+        values = [(k, scope[k]) for k in PIXEL_KEYS if k in scope]
+        if "size" in scope:  # HF's Qwen2-VL processors need both edges (vLLM 0.33: 400 otherwise)
+            size = scope["size"]
+            if not isinstance(size, dict) or not all(k in size for k in SIZE_KEYS):
+                raise InvalidRequest("size must be an object with shortest_edge and longest_edge",
+                                     param="mm_processor_kwargs")
+            values += [(f"size.{k}", size[k]) for k in SIZE_KEYS]
+        for name, value in values:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidRequest(f"{name} must be a positive integer, got {value!r}",
+                                     param="mm_processor_kwargs")
+
+
 def _pixel_bounds(arch: VisionArch, modality: str, kwargs: dict[str, Any]) -> tuple[int, int]:
+    """The ``smart_resize`` bounds of ``modality``: the model's, under the processor kwargs'
+    (``kwargs`` scoped to ``modality``, checked by :func:`check_pixel_kwargs` when planned)."""
     lo, hi = (
         (arch.image_min_pixels, arch.image_max_pixels)
         if modality == "image"
@@ -375,16 +410,7 @@ def _pixel_bounds(arch: VisionArch, modality: str, kwargs: dict[str, Any]) -> tu
     flat = {**kwargs, **(kwargs.get(_SCOPED[modality]) or {})}
     raw_size = flat.get("size")
     size: dict[str, Any] = raw_size if isinstance(raw_size, dict) else {}
-    try:
-        lo = int(flat.get("min_pixels", size.get("shortest_edge", lo)))
-        hi = int(flat.get("max_pixels", size.get("longest_edge", hi)))
-    except (TypeError, ValueError):
-        raise InvalidRequest(
-            "min_pixels / max_pixels must be integers", param="mm_processor_kwargs"
-        ) from None
-    if not 0 < lo <= hi:
-        raise InvalidRequest("need 0 < min_pixels <= max_pixels", param="mm_processor_kwargs")
-    return lo, hi
+    return int(flat.get("min_pixels", size.get("shortest_edge", lo))), int(flat.get("max_pixels", size.get("longest_edge", hi)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,8 +492,10 @@ def _video(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer
             "timestamps": serde.Field([float(t) for t in stamps], "batched", True),
         }
         return mm_hash, (replacement, fields, ("video_grid_thw", "timestamps"))
-    fps = float(spec.io_kw.get("fps", arch.video_fps))
-    seconds = serde.bfloat16(np.array(arch.temporal_patch_size / fps, dtype=np.float32))
+    # seconds per temporal patch of the frames actually sampled (HF ``Qwen2_5_VLProcessor``:
+    # ``temporal_patch_size / metadata.sampled_fps``), not of the fps asked for: a 1 fps clip is
+    # 2.0, 2 frames at 8 fps 0.25 (measured against vLLM 0.33 by round 29's newcomer)
+    seconds = serde.bfloat16(np.array(arch.temporal_patch_size / decoded.sampled_fps, dtype=np.float32))
     fields = {
         "pixel_values_videos": pv,
         "video_grid_thw": thw,
@@ -645,6 +673,7 @@ def _plan(state: MultimodalState, settings: Settings, parts: list[MediaPart], ex
     so errors come in the order they always came)."""
     req_proc, req_io = request_kwargs(settings, extra)
     for index, part in enumerate(parts):
+        check_pixel_kwargs({**settings.mm_processor_kwargs, **req_proc}, part.modality)
         proc = _scoped({**settings.mm_processor_kwargs, **req_proc}, part.modality)
         io_kw = {**(settings.media_io_kwargs.get(part.modality) or {}), **(req_io.get(part.modality) or {})}
         factors: dict[str, Any] = {}
