@@ -222,3 +222,28 @@ def test_worker_pool_run_here_holds_a_free_slot_or_declines():
 
     pool = anyio.run(main)
     assert (1, 0) in seen and (pool.busy, pool.queued) == (0, 0)
+
+
+def test_a_client_gone_mid_body_is_not_a_server_error(serve, caplog):
+    """A client that closes the connection before sending the body it announced (round 29's
+    newcomer: ``Content-Length: 1000000``, a few bytes, close) was logged as a 500 with two
+    tracebacks (``ClientDisconnect`` in ``read_json``). Now an INFO line, no error logged, and the
+    server answers the next request."""
+    import logging
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    client = serve()
+    url = urlsplit(str(client.base_url))
+    with caplog.at_level(logging.INFO):
+        with socket.create_connection((url.hostname, url.port)) as sock:
+            sock.sendall(b"POST " + RENDER.encode() + b" HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+                         b"content-length: 1000000\r\n\r\n" + b'{"messages": [')
+            time.sleep(0.2)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any("client disconnected" in r.getMessage() for r in caplog.records):
+            time.sleep(0.05)
+    assert any("client disconnected before sending the whole request body" in r.getMessage() for r in caplog.records)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+    assert client.post(RENDER, json={"messages": [{"role": "user", "content": "hi"}]}).status_code == 200

@@ -32,6 +32,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from .. import derender, render
 from ..derender.pipeline import pipeline_for
@@ -259,6 +260,14 @@ def create_app(settings: Settings, bundle: ModelBundle | None = None) -> FastAPI
     async def _too_deep(_: Request, exc: RecursionError) -> Response:
         message = f"the input is nested too deeply to process ({exc})"
         return json_response(error_body(message, "BadRequestError", 400), 400)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _client_gone(_: Request, exc: ClientDisconnect) -> Response:
+        # the client closed the connection before sending its whole body: nobody to answer, and
+        # not a server error (it was logged and counted as a 500 with two tracebacks)
+        logger.info("client disconnected before sending the whole request body")
+        return json_response(error_body("client disconnected before sending the whole request body",
+                                        "Bad Request", 400), 400)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> Response:
