@@ -766,3 +766,22 @@ def test_processor_pixel_kwargs_are_read_as_vllm(serve: Any, media_copy: str) ->
     assert (status(still, {"images_kwargs": "x"}), status(clip, {"images_kwargs": "x"})) == (400, 200)
     assert (status(still, {"videos_kwargs": {"max_pixels": "x"}}),
             status(clip, {"videos_kwargs": {"max_pixels": "x"}})) == (200, 400)
+
+
+@pytest.mark.shared
+def test_processor_kwargs_cannot_change_the_patching(serve: Any, media_copy: str) -> None:
+    """``patch_size`` / ``merge_size`` / ``temporal_patch_size`` other than the model's are a 400
+    (vLLM 0.33 applies them: round 29's newcomer saw a 640×480 image become 300 placeholders with
+    ``patch_size`` 16 on Qwen2.5-VL, whose encoder takes 14-pixel patches); the model's own values
+    are accepted and change nothing."""
+    client = server_for(serve, TRUSTED, media_copy)
+    still = data_part((shared_path("data", "media") / "rgb_640x480.png").read_bytes())
+    plain = render_with(client, still).json()["token_ids"]
+    same = render_with(client, still, mm_processor_kwargs={"patch_size": 14, "merge_size": 2,
+                                                           "temporal_patch_size": 2})
+    assert same.status_code == 200 and same.json()["token_ids"] == plain
+    for kwargs in ({"patch_size": 16}, {"images_kwargs": {"merge_size": 1}}, {"temporal_patch_size": 1}):
+        resp = render_with(client, still, mm_processor_kwargs=kwargs)
+        assert resp.status_code == 400, (kwargs, resp.text[:300])
+        assert resp.json()["error"]["param"] == "mm_processor_kwargs"
+        assert "would change the model's patching" in resp.json()["error"]["message"]

@@ -127,7 +127,9 @@ def test_https_fetch_honours_domains_size_and_timeout(tls: tuple[int, str]) -> N
 def test_fetch_and_redirects(base: str) -> None:
     assert load_url(f"{base}/img.png", LOCAL) == PAYLOAD
     assert load_url(f"{base}/hop/2", LOCAL) == PAYLOAD  # 3 redirects: allowed
-    with pytest.raises(MediaFetchFailed, match="more than 3 redirects"):
+    host = base.split("//", 1)[1].rsplit(":", 1)[0]  # named as the other fetch errors name it
+    with pytest.raises(MediaFetchFailed, match=rf"^Failed to fetch media from {host}: more than 3 redirects "
+                                               r"\(--media-max-redirects\)$"):
         load_url(f"{base}/hop/3", LOCAL)
 
 

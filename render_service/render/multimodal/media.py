@@ -164,6 +164,7 @@ def _http_url(url: str, policy: FetchPolicy) -> bytes:
     # --media-fetch-timeout bounds the whole fetch (redirects, a slow trickle of bytes), as
     # vLLM's total fetch timeout; httpx's own timeout applies per connect / read.
     deadline = time.monotonic() + policy.timeout
+    start = url
     for _ in range(policy.max_redirects + 1):
         host, ip, port = _check_target(url, policy)
         parts = urlsplit(url)
@@ -209,7 +210,10 @@ def _http_url(url: str, policy: FetchPolicy) -> bytes:
             raise MediaFetchFailed(
                 f"Failed to fetch media from {host}: {type(exc).__name__}: {exc}"
             ) from None
-    raise MediaFetchFailed(f"Failed to fetch media: more than {policy.max_redirects} redirects")
+    first = urlsplit(start).hostname or start
+    raise MediaFetchFailed(
+        f"Failed to fetch media from {first}: more than {policy.max_redirects} redirects (--media-max-redirects)"
+    )
 
 
 def load_url(url: str, policy: FetchPolicy) -> bytes:

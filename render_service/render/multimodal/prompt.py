@@ -399,6 +399,30 @@ def check_pixel_kwargs(kwargs: dict[str, Any], modality: str | None = None) -> N
                                      param="mm_processor_kwargs")
 
 
+PATCHING_KEYS = ("patch_size", "merge_size", "temporal_patch_size")
+
+
+def check_patching_kwargs(kwargs: dict[str, Any], arch: VisionArch) -> None:
+    """Processor kwargs may not change the model's patching (``patch_size``, ``merge_size``,
+    ``temporal_patch_size``): the vision encoder's weights are made for one, so a request asking
+    for another would send the engine patches it cannot embed. vLLM 0.33 applies them (a 640×480
+    image with ``patch_size`` 16 on Qwen2.5-VL: 300 placeholders instead of 391); this render
+    refuses them unless they equal the model's (README, deliberate differences). ``kwargs``: the
+    merged kwargs scoped to the item's modality.
+
+    Raises:
+        InvalidRequest: a patching key with another value (``param`` ``mm_processor_kwargs``).
+    """
+    for scope in (kwargs, *(v for k, v in kwargs.items() if k in _SCOPED.values() and isinstance(v, dict))):
+        for key in PATCHING_KEYS:
+            if key in scope and scope[key] != getattr(arch, key):
+                raise InvalidRequest(
+                    f"mm_processor_kwargs {key}={scope[key]!r} would change the model's patching "
+                    f"({key} is {getattr(arch, key)}), which its vision encoder cannot take",
+                    param="mm_processor_kwargs",
+                )
+
+
 def _pixel_bounds(arch: VisionArch, modality: str, kwargs: dict[str, Any]) -> tuple[int, int]:
     """The ``smart_resize`` bounds of ``modality``: the model's, under the processor kwargs'
     (``kwargs`` scoped to ``modality``, checked by :func:`check_pixel_kwargs` when planned)."""
@@ -675,6 +699,7 @@ def _plan(state: MultimodalState, settings: Settings, parts: list[MediaPart], ex
     for index, part in enumerate(parts):
         check_pixel_kwargs({**settings.mm_processor_kwargs, **req_proc}, part.modality)
         proc = _scoped({**settings.mm_processor_kwargs, **req_proc}, part.modality)
+        check_patching_kwargs(proc, state.arch)
         io_kw = {**(settings.media_io_kwargs.get(part.modality) or {}), **(req_io.get(part.modality) or {})}
         factors: dict[str, Any] = {}
         if _scoped(req_proc, part.modality):
