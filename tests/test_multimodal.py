@@ -656,6 +656,49 @@ def test_sampled_frames_over_the_decode_limit_are_refused_before_decoding() -> N
                                  "715827880 (746496000 bytes).")
 
 
+@pytest.mark.shared
+def test_decode_budget_sums_a_requests_images_cached_ones_too(serve: Any, media_copy: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES`` bounds a request's decoded media in total, images
+    (RGB bytes from the header, before decoding) and an item served from the processed-media cache
+    alike, as vLLM 0.33 decodes every item of a request before its processor cache is asked. Round
+    31's newcomer sent 30 distinct 7000×7000 PNGs (142 KB each): each was under the pixel limit,
+    the server grew from 0.87 to 4.65 GB and answered only after every image was processed."""
+    from render_service.render.multimodal import video
+
+    client = server_for(serve, FOLDER, media_copy)
+    media = Path(media_copy)
+    png, jpg = (media / "rgb_640x480.png").read_bytes(), (media / "rgb_640x480.jpg").read_bytes()
+    parts = [data_part(png), data_part(jpg, "image/jpeg"), data_part(png)]  # the third: a cache hit
+    body = {"messages": [{"role": "user", "content": [*parts, {"type": "text", "text": "Compare."}]}]}
+    each = 640 * 480 * 3
+    monkeypatch.setattr(video, "DECODE_BYTES_LIMIT", 3 * each)
+    assert client.post("/v1/chat/completions/render", json=body).status_code == 200
+    monkeypatch.setattr(video, "DECODE_BYTES_LIMIT", 3 * each - 1)
+    assert_400(client.post("/v1/chat/completions/render", json=body),
+               f"Request decoded media exceeds VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES={3 * each - 1} "
+               f"({3 * each} bytes).")
+    both = each + 300 * 900 * 3
+    monkeypatch.setattr(video, "DECODE_BYTES_LIMIT", both - 1)  # refused at the second, not cached
+    assert_400(client.post("/v1/chat/completions/render", json={"messages": [{"role": "user", "content": [
+        data_part(png), data_part((media / "rgb_tall_300x900.png").read_bytes()),
+        {"type": "text", "text": "x"}]}]}),
+        f"Request decoded media exceeds VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES={both - 1} ({both} bytes).")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", ["/v1/chat/completions/render", "/tokenize"])
+@pytest.mark.parametrize("kind", [{}, [], ["text"], {"a": 1}, 3])
+def test_a_part_type_that_is_not_a_string_is_a_400_on_a_vision_model(serve: Any, media_copy: str,
+                                                                       path: str, kind: Any) -> None:
+    """A content part whose ``type`` is a list, object or number is the text model's 400 on a vision
+    model too (round 31's newcomer: ``TypeError: unhashable type: 'list'`` → 500 on Qwen3-VL)."""
+    client = server_for(serve, FOLDER, media_copy)
+    r = client.post(path, json={"messages": [{"role": "user", "content": [{"type": kind, "text": "hi"}]}]})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"].startswith("messages.0"), r.text
+
+
 def test_only_the_sampled_frames_are_kept() -> None:
     """A clip of 90 frames at 30 fps keeps the 6 frames Qwen2.5-VL samples at 2 fps, equal to the
     frames at those indices of a full decode (the one pass keeps no other frame)."""

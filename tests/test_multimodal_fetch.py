@@ -163,3 +163,34 @@ def test_data_and_file_urls(tmp_path: object) -> None:
         load_url("data:image/png;base64,@@", FetchPolicy())
     with pytest.raises(InvalidRequest, match="without `--allowed-local-media-path`"):
         load_url("file:///etc/hostname", FetchPolicy())
+
+
+@pytest.mark.parametrize("url", [
+    "http://example.com:99999/a.png", "http://example.com:abc/a.png", "http://example.com:-1/a.png",
+    "http://[::1/a.png", "http://[zz::1]/a.png", "http://a..b.com/a.png", "http://.com/a.png",
+    f"http://{'a' * 64}.com/a.png", "http://\u00ad.com/a.png",
+])
+def test_a_malformed_url_is_a_400(url: str) -> None:
+    """A port out of range or not a number, a bracketed host that is no IPv6 address, a host the
+    IDNA codec refuses: each a 400 naming the URL or host (round 31's newcomer: ``ValueError`` /
+    ``UnicodeError`` from urllib and the resolver → 500), before any connection is made."""
+    with pytest.raises(InvalidRequest, match="Invalid media URL"):
+        load_url(url, FetchPolicy(allow_private=True, timeout=5))
+
+
+def test_a_file_url_that_is_no_regular_file_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO inside ``--allowed-local-media-path`` is a 400 at once (its open for reading waited
+    for a writer: round 31's newcomer held every worker thread of a server so, text renders too);
+    so is a path with a NUL character (was ``ValueError: embedded null byte`` → 500)."""
+    import os
+
+    fifo = tmp_path / "fifo.png"
+    os.mkfifo(fifo)
+    policy = FetchPolicy(allowed_local_media_path=str(tmp_path))
+    with pytest.raises(InvalidRequest, match="not a regular file"):
+        load_url(f"file://{fifo}", policy)
+    for url in (f"file://{tmp_path}/a%00b.png", f"file://{tmp_path}/a\0b.png"):
+        with pytest.raises(InvalidRequest, match="NUL character"):
+            load_url(url, policy)
+    (tmp_path / "ok.png").write_bytes(PAYLOAD)
+    assert load_url(f"file://{tmp_path}/ok.png", policy) == PAYLOAD

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import os
 import socket
 import ssl
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +86,8 @@ def _file_url(url: str, policy: FetchPolicy) -> bytes:
         raise InvalidRequest("Cannot load local files without `--allowed-local-media-path`.")
     parts = urlsplit(url)
     path = Path(unquote(parts.netloc + parts.path))
+    if "\0" in str(path):
+        raise InvalidRequest(f"Invalid file URL {url[:80]!r}: the path holds a NUL character")
     allowed = Path(policy.allowed_local_media_path).resolve()
     if allowed not in path.resolve().parents:
         # vLLM's text with both paths filled in (its error handler turns them into "<path>";
@@ -94,7 +98,12 @@ def _file_url(url: str, policy: FetchPolicy) -> bytes:
             f"`--allowed-local-media-path {policy.allowed_local_media_path}`."
         )
     try:
-        with path.open("rb") as f:
+        # O_NONBLOCK: opening a FIFO for reading waits for a writer, which would hold the thread
+        # for good; it and any other file that is not a regular one (devices, sockets) is refused
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise InvalidRequest(f"Cannot read the file {path}: not a regular file")
             data = f.read(policy.max_bytes + 1)
     except OSError as exc:
         raise InvalidRequest(f"Cannot read the file {path}: {exc.strerror}") from None
@@ -124,21 +133,27 @@ def _check_target(url: str, policy: FetchPolicy) -> tuple[str, str, int]:
         InvalidRequest: other scheme, domain not allowed (upstream text), unresolvable host, or a
             non-public address without ``--allow-private-media-urls``.
     """
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:  # urlsplit / .port raise ValueError for a bad port or a bracketed host that is no IPv6
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise InvalidRequest(f"Invalid media URL {url[:80]!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not host:
         raise InvalidRequest("The URL must be either a HTTP, data or file URL.")
-    host = parts.hostname
     if policy.allowed_media_domains and host not in policy.allowed_media_domains:
         raise InvalidRequest(
             f"The URL must be from one of the allowed domains: {list(policy.allowed_media_domains)}. "
             f"Input URL domain: {host}"
         )
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    port = port or (443 if parts.scheme == "https" else 80)
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError as exc:  # the IDNA codec refuses the host (empty or over-long label, ...)
+        raise InvalidRequest(f"Invalid media URL host {host[:80]!r}: {exc}") from None
     except OSError as exc:
         raise MediaFetchFailed(f"Failed to fetch media from {host}: cannot resolve host ({exc})") from None
-    addrs = [str(info[4][0]) for info in infos]
+    # a scoped IPv6 address comes back as "fe80::1%eth0": ipaddress reads it without the scope
+    addrs = [str(info[4][0]).split("%", 1)[0] for info in infos]
     if not policy.allow_private:
         refused = [a for a in addrs if not _is_public(a)]
         if refused:
@@ -184,7 +199,10 @@ def _http_url(url: str, policy: FetchPolicy) -> bytes:
                 client.stream("GET", target, headers=headers, extensions=ext) as resp,
             ):
                 if resp.is_redirect and "location" in resp.headers:
-                    url = urljoin(url, resp.headers["location"])
+                    try:
+                        url = urljoin(url, resp.headers["location"])
+                    except ValueError as exc:
+                        raise MediaFetchFailed(f"Failed to fetch media from {host}: bad redirect ({exc})") from None
                     continue
                 if resp.status_code >= 400:
                     raise MediaFetchFailed(f"Failed to fetch media from {host}: HTTP {resp.status_code}")

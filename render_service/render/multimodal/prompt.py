@@ -164,11 +164,12 @@ class MediaCollector:
         if part.get("type") == "image_url":
             _check_image_detail(part)
         kind, inferred = part_kind(part)
+        if not isinstance(kind, str):  # a list / object / number: no media; the text path refuses it
+            return None
         if kind in EMBEDS_PARTS:
             raise InvalidRequest(f"You must set `--enable-mm-embeds` to input `{kind}` (parameter={kind})",
                                  param=str(kind))
-        modality = PART_MODALITY.get(kind) if isinstance(kind, str) else None
-        assert modality is None or isinstance(kind, str)
+        modality = PART_MODALITY.get(kind)
         if modality is None:
             return None
         if kind == "input_image" and not inferred:
@@ -217,6 +218,7 @@ class Processed:
     pad_token: int
     kwargs_b64: serde.B64Payload  # sent without a copy into one JSON string (serving)
     metadata_b64: str | None
+    decoded_bytes: int = 0  # RGB bytes its media decodes to (the request's decode budget)
 
     @property
     def nbytes(self) -> int:
@@ -461,8 +463,12 @@ def _key(spec: ItemSpec, algorithm: str) -> str:
     return f"{spec.modality}:{blake3.blake3(spec.data).hexdigest()}:{blake3.blake3(tail).hexdigest()[:32]}"
 
 
-def _image(state: MultimodalState, spec: ItemSpec, settings: Settings) -> tuple[str, Outcome]:
+def _image(state: MultimodalState, spec: ItemSpec, settings: Settings,
+           budget: video.DecodeBudget) -> tuple[str, Outcome]:
     arch = state.arch
+    header = image.header_pixels(spec.data)
+    if header <= settings.max_image_pixels:  # else decode_image refuses it by its header, as before
+        budget.spend(3 * header)
     background = tuple(spec.io_kw.get("rgba_background_color", image.RGBA_BACKGROUND))
     img, converted = image.decode_image(spec.data, settings.max_image_pixels, background)
     io_config = {"image_mode": "RGB", "rgba_background_color": background} if converted else None
@@ -483,9 +489,10 @@ def _image(state: MultimodalState, spec: ItemSpec, settings: Settings) -> tuple[
     return mm_hash, ([state.token_ids[arch.image_token]] * n, fields, ("image_grid_thw",))
 
 
-def _video(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer: Any) -> tuple[str, Outcome]:
+def _video(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer: Any,
+           budget: video.DecodeBudget) -> tuple[str, Outcome]:
     arch = state.arch
-    decoded = video.decode_video(spec.data, arch, settings.max_image_pixels, spec.io_kw)
+    decoded = video.decode_video(spec.data, arch, settings.max_image_pixels, spec.io_kw, budget)
     meta = video.hash_metadata(decoded)
     frames_or_bytes: Any = decoded.frames if decoded.frames.nbytes < len(spec.data) else spec.data
     mm_hash = hashing.hash_item(
@@ -538,16 +545,20 @@ _LARGE = threading.BoundedSemaphore(LARGE_AT_ONCE)
 
 
 def _process(
-    state: MultimodalState, spec: ItemSpec, key: str, settings: Settings, tokenizer: Any
+    state: MultimodalState, spec: ItemSpec, key: str, settings: Settings, tokenizer: Any,
+    budget: video.DecodeBudget,
 ) -> Processed:
     """The processed item, from the cache when the same bytes were processed the same way
-    (``key``: :func:`_key` of ``spec``).
+    (``key``: :func:`_key` of ``spec``); its decoded bytes are spent from ``budget`` either way
+    (vLLM 0.33 decodes a request's media before its processor cache is asked).
 
     Raises:
         NeedsWorker: not cached, under :func:`cached_only`.
+        InvalidRequest: over the request's decode budget, or the item's own errors.
     """
     hit = state.cache.get(key)
     if hit is not None:
+        budget.spend(hit.decoded_bytes)
         return hit
     if is_cached_only():
         raise NeedsWorker("a media item is not in the processed-media cache")
@@ -557,9 +568,10 @@ def _process(
         hit = state.cache.get(key)  # processed by another request meanwhile
         if hit is not None:
             _LARGE.release()
+            budget.spend(hit.decoded_bytes)
             return hit
     try:
-        processed = _processed(state, spec, settings, tokenizer)
+        processed = _processed(state, spec, settings, tokenizer, budget)
     finally:
         if large:
             _LARGE.release()
@@ -567,11 +579,13 @@ def _process(
     return processed
 
 
-def _processed(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer: Any) -> Processed:
+def _processed(state: MultimodalState, spec: ItemSpec, settings: Settings, tokenizer: Any,
+               budget: video.DecodeBudget) -> Processed:
+    before = budget.used
     if spec.modality == "image":
-        mm_hash, (replacement, fields, meta_names) = _image(state, spec, settings)
+        mm_hash, (replacement, fields, meta_names) = _image(state, spec, settings, budget)
     else:
-        mm_hash, (replacement, fields, meta_names) = _video(state, spec, settings, tokenizer)
+        mm_hash, (replacement, fields, meta_names) = _video(state, spec, settings, tokenizer, budget)
     meta = {k: fields[k] for k in meta_names}
     return Processed(
         spec.modality,
@@ -580,6 +594,7 @@ def _processed(state: MultimodalState, spec: ItemSpec, settings: Settings, token
         state.token_ids[state.arch.image_token if spec.modality == "image" else state.arch.video_token],
         serde.encode_payload(fields),
         serde.encode_item(meta) if meta else None,
+        budget.used - before,
     )
 
 
@@ -752,12 +767,14 @@ def process_parts(
 
     Raises:
         InvalidRequest: untrusted kwargs, a bad URL / file / image / video, a uuid-only item not
-            seen before; MediaFetchFailed (502) when an http(s) fetch fails; NeedsWorker under
+            seen before, the request's decoded media over ``VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES``
+            (:class:`~.video.DecodeBudget`); MediaFetchFailed (502) when an http(s) fetch fails; NeedsWorker under
             :func:`cached_only` (see :func:`plan_parts`).
     """
     state = state_for(bundle, settings)
     assert state is not None
     items, hashes = [], []
+    budget = video.DecodeBudget()  # the request's decoded media (VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES)
     seen_of: Counter[str] = Counter()  # items per modality so far: a part's index in its modality
     for p in planned if planned is not None else _plan(state, settings, parts, extra, is_cached_only()):
         part, reported = p.part, p.reported
@@ -781,8 +798,10 @@ def process_parts(
             # vLLM's processor cache answers by mm_hash: a seen uuid gets the item first sent with it
             seen = _seen_uuid(state, reported)
             item = state.cache.get(seen) if seen is not None else None
-            if item is None:
-                item = _process(state, p.spec, p.key, settings, bundle.tokenizer)
+            if item is not None:
+                budget.spend(item.decoded_bytes)
+            else:
+                item = _process(state, p.spec, p.key, settings, bundle.tokenizer, budget)
                 if reported is not None:
                     state.cache.put(p.key, item, alias=reported)
         items.append(item)

@@ -83,23 +83,42 @@ def preload() -> None:
 
 
 DECODE_BYTES_LIMIT = int(os.environ.get("VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES", "715827880"))
-"""Bytes of decoded RGB frames one video may keep (vLLM 0.33's ``VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES``,
-read from the same variable; 0 or less: no limit). vLLM counts a whole request's media against
-it; here each video is checked, before its sampled frames are decoded."""
+"""Bytes of decoded media one request may hold (vLLM 0.33's ``VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES``,
+read from the same variable; 0 or less: no limit), summed over the request's items: RGB bytes of
+each image (from its header) and of each video's sampled frames (:class:`DecodeBudget`)."""
 
 
-def check_decode_bytes(n_frames: int, height: int, width: int) -> None:
-    """Refuse ``n_frames`` RGB frames of ``height × width`` over :data:`DECODE_BYTES_LIMIT`.
+@dataclass(slots=True)
+class DecodeBudget:
+    """The decoded media bytes one request has used so far (:data:`DECODE_BYTES_LIMIT`)."""
+
+    used: int = 0
+
+    def spend(self, nbytes: int) -> None:
+        """Count ``nbytes`` more decoded bytes, checked before they are decoded.
+
+        Raises:
+            InvalidRequest: the request's total over the limit (vLLM 0.33's text).
+        """
+        total = self.used + nbytes
+        if 0 < DECODE_BYTES_LIMIT < total:
+            raise InvalidRequest(
+                f"Request decoded media exceeds VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES={DECODE_BYTES_LIMIT} "
+                f"({total} bytes)."
+            )
+        self.used = total
+
+
+def check_decode_bytes(n_frames: int, height: int, width: int, budget: DecodeBudget | None = None) -> int:
+    """Spend ``n_frames`` RGB frames of ``height × width`` from ``budget`` (a fresh one when
+    ``None``: this video alone); returns their bytes.
 
     Raises:
-        InvalidRequest: vLLM 0.33's text (``Request decoded media exceeds ...``).
+        InvalidRequest: the request's decoded bytes over :data:`DECODE_BYTES_LIMIT` (vLLM 0.33's text).
     """
-    used = n_frames * height * width * 3
-    if 0 < DECODE_BYTES_LIMIT < used:
-        raise InvalidRequest(
-            f"Request decoded media exceeds VLLM_MAX_MEDIA_REQUEST_DECODE_BYTES={DECODE_BYTES_LIMIT} "
-            f"({used} bytes)."
-        )
+    nbytes = n_frames * height * width * 3
+    (budget if budget is not None else DecodeBudget()).spend(nbytes)
+    return nbytes
 
 
 def _video_stream(container: Any) -> Any:
@@ -122,7 +141,8 @@ def _decode_pass(container: Any, stream: Any, wanted: set[int], to_rgb: Callable
     return kept, count
 
 
-def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict[str, Any]) -> DecodedVideo:
+def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict[str, Any],
+                 budget: DecodeBudget | None = None) -> DecodedVideo:
     """Decode ``data`` (any container FFmpeg reads) and keep the sampled frames.
 
     The sampling needs the number of frames: it is taken from the container (``stream.frames``),
@@ -133,12 +153,13 @@ def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict
     9.9 GB when every decoded frame was kept).
 
     ``io_kwargs``: ``--media-io-kwargs`` / request ``media_io_kwargs["video"]`` (``fps``;
-    ``num_frames`` only changes the hash for these families, as upstream).
+    ``num_frames`` only changes the hash for these families, as upstream). ``budget``: the
+    request's decoded bytes so far (:class:`DecodeBudget`; ``None``: this video alone).
 
     Raises:
         InvalidRequest: not a video ("Could not open video stream", vLLM's text), no video
-            stream, a frame over the pixel budget, sampled frames over :data:`DECODE_BYTES_LIMIT`
-            (vLLM's text), or PyAV not installed (``pip install 'render-service[video]'``).
+            stream, a frame over the pixel budget, sampled frames that would take the request over
+            :data:`DECODE_BYTES_LIMIT` (vLLM's text), or PyAV not installed (``pip install 'render-service[video]'``).
     """
     try:
         import av
@@ -171,16 +192,20 @@ def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict
                 indices = sample_indices(arch, said, fps_src, fps) if said > 0 else []
             except InvalidRequest:  # decided on the decoded count below, as it always was
                 said, indices = -1, []
-            check_decode_bytes(len(indices), height, width)
+            trial = DecodeBudget(budget.used if budget is not None else 0)
+            check_decode_bytes(len(indices), height, width, trial)
             kept, total = _decode_pass(container, stream, set(indices), to_rgb)
         if total == 0:
             raise InvalidRequest("Failed to load video: no frames")
         if total != said:  # the container did not say, or said otherwise: sample the real count
             indices = sample_indices(arch, total, fps_src, fps)
-            check_decode_bytes(len(indices), height, width)
+            trial = DecodeBudget(budget.used if budget is not None else 0)
+            check_decode_bytes(len(indices), height, width, trial)
             with av.open(io.BytesIO(data), mode="r") as again:
                 kept, _ = _decode_pass(again, _video_stream(again), set(indices), to_rgb)
         rgb = np.stack([kept[i] for i in indices])
+        if budget is not None:
+            budget.used = trial.used
     except InvalidRequest:
         raise
     except Exception as exc:
