@@ -100,3 +100,24 @@ def test_probe_texts_cover_added_tokens_and_are_seeded() -> None:
     assert texts == fe.probe_texts(added)
     assert any(t.startswith("<|im_start|>") for t in texts)
     assert sum("<|im_end|>" in t for t in texts) >= 2
+
+
+def test_tokenizers_of_one_file_share_the_loaded_fastokens_and_each_is_probed(caplog: Any) -> None:
+    """Two tokenizer objects of one ``tokenizer.json`` (a bundle loaded again, one tokenizer in two
+    folders) share one loaded ``fastokens.Tokenizer`` while an encoder of it lives, instead of
+    loading it again (1.2-4 CPU-s each; the suite loaded Qwen3's up to 3 times per worker); the
+    probes still run against each tokenizer, so one that differs is refused although a twin of
+    its file passed."""
+
+    class Shifted(HF):
+        def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+            return [i + 1 for i in super().encode(text, add_special_tokens)]
+
+    first = fe.build_fastokens_encoder(HF("Qwen--Qwen3-0.6B"))
+    second = fe.build_fastokens_encoder(HF("Qwen--Qwen3-0.6B"))
+    assert first is not None and second is not None and second is not first
+    assert second.native is first.native
+    assert second.encode("Hello <|im_start|>world") == first.encode("Hello <|im_start|>world")
+    caplog.set_level(logging.INFO, logger="render_service.tokens.fastokens_encoder")
+    assert fe.build_fastokens_encoder(Shifted("Qwen--Qwen3-0.6B")) is None
+    assert "differs from Hugging Face on start-up probe" in caplog.text

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import re
 
+from conftest import shared_bundle
 from prometheus_client.parser import text_string_to_metric_families
 
 from render_service.fingerprint import config_fingerprint
-from render_service.models import load_bundle
 from render_service.serving.logging_setup import ACCESS_LOGGER, JsonFormatter
 from render_service.serving.metrics import count_tokens, register_cache
 from render_service.settings import Settings
@@ -49,7 +49,7 @@ def test_fingerprint_header_on_every_response_matches_models(serve):
 def test_fingerprint_changes_with_output_relevant_settings():
     """Parser names, auto tool choice, template kwargs and served names change the fingerprint;
     settings that do not change output (port, limits) do not."""
-    bundle = load_bundle(Settings())
+    bundle = shared_bundle(Settings())  # the test process's bundle of the embedded model
     base = config_fingerprint(bundle, Settings())
     assert config_fingerprint(bundle, Settings(port=1234, max_n=3, api_keys=("k",))) == base
     changed = [

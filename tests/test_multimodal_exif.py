@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, model_dir
+from conftest import REPO, model_dir, shared_bundle
 from PIL import Image
 
-from render_service.models import load_bundle
 from render_service.render.multimodal import image, process_parts
 from render_service.render.multimodal.prompt import MediaPart
 from render_service.settings import Settings
@@ -43,7 +42,7 @@ def rendered() -> tuple[bool, Any]:
     model = GOLDEN["model_id"]
     same_path = Path(model).is_dir()
     settings = Settings(model=model if same_path else model_dir("Qwen--Qwen3-VL-2B-Instruct"), mm_cache_bytes=0)
-    bundle = load_bundle(settings)
+    bundle = shared_bundle(settings)
 
     def render(name: str) -> Any:
         url = f"data:{rx.mime_of(name)};base64," + GOLDEN["cases"][name]["file_b64"]

@@ -11,9 +11,8 @@ import hashlib
 import json
 import sys
 
-from conftest import REPO, model_dir
+from conftest import REPO, model_dir, shared_bundle
 
-from render_service.models import load_bundle
 from render_service.render.multimodal.serde import decode_item
 from render_service.settings import Settings
 
@@ -24,7 +23,7 @@ import record_multimodal_goldens as rec  # noqa: E402
 
 def test_ours_item_is_decodable_text_equal_to_vllm() -> None:
     settings = Settings(model=model_dir("Qwen--Qwen3-VL-2B-Instruct"), mm_cache_bytes=0)
-    b64 = tool.ours_item(load_bundle(settings), settings, "image", rec.image_part("rgb_640x480.png"))
+    b64 = tool.ours_item(shared_bundle(settings), settings, "image", rec.image_part("rgb_640x480.png"))
     assert isinstance(b64, str)
     assert decode_item(b64)["pixel_values"].data.shape == (1200, 1536)
     golden = json.loads((rec.OUT / "Qwen--Qwen3-VL-2B-Instruct.json").read_text())

@@ -1,7 +1,7 @@
 """The served render path uses the prefix-cached encoder: same ids as transformers, and hits
 counted in /metrics when the next turn of a conversation reuses the earlier turns."""
 
-from transformers import AutoTokenizer
+from conftest import hf_tokenizer
 
 from render_service.settings import EMBEDDED_MODEL_DIR
 
@@ -25,7 +25,7 @@ def test_next_turn_hits_the_prefix_cache_and_ids_match_transformers(serve):
     """Turn 1 then turn 2 of one conversation: turn 2's token_ids equal transformers'
     apply_chat_template ids, and the prompt_prefix cache reports hits for the shared turns."""
     client = serve()
-    reference = AutoTokenizer.from_pretrained(str(EMBEDDED_MODEL_DIR))
+    reference = hf_tokenizer(str(EMBEDDED_MODEL_DIR))
     before = _cache_total(client.get("/metrics").text, "hit")
     for turn in (CONVERSATION[:2], CONVERSATION):
         body = {"model": "Qwen/Qwen3-0.6B", "messages": turn}

@@ -277,16 +277,15 @@ def test_random_tool_call_arguments_match_transformers(folder, args, result, mon
 def test_release_qwen3_template_with_null_content_renders(monkeypatch):
     """The Qwen3 release template fails on ``content: null`` beside tool calls in transformers (both
     4.x and 5.x); ours renders it with ``content: ""``, exactly as transformers does for that."""
-    from conftest import model_dir
+    from conftest import model_dir, shared_bundle
 
-    from render_service.models import load_bundle
     from render_service.settings import Settings
 
     path = shared_path(
         "models", "Qwen--Qwen3-0.6B", "_alt_templates", "chat_template.release-2025-04.from-llama.cpp.jinja"
     )
     s = Settings(model=model_dir("Qwen--Qwen3-0.6B"), chat_template=str(path))
-    bundle = load_bundle(s)
+    bundle = shared_bundle(s)  # its own template; the folder's tokenizer and prompt encoder shared
     msgs = CONVERSATIONS["tool_call_and_result"]
     req = ChatCompletionRequest.model_validate({"messages": msgs, "tools": [WEATHER]})
     tools = messages.validate_tools([WEATHER])

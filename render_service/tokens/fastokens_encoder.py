@@ -14,8 +14,10 @@ random text for every shared tokenizer.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
+import weakref
 from typing import Any
 
 from .fast_tokenizer import added_splitter, encode_by_pieces, tokenizer_json
@@ -103,10 +105,18 @@ def first_mismatch(encoder: FastokensEncoder, tokenizer: Any, texts: list[str]) 
     return None
 
 
+_LOADED: weakref.WeakValueDictionary[bytes, FastokensEncoder] = weakref.WeakValueDictionary()
+"""sha256 of a ``tokenizer.json`` text → a live encoder that passed its probes over it: another
+tokenizer object of the same file (a bundle loaded again, the same tokenizer in two folders)
+reuses its ``fastokens.Tokenizer`` (1.2-4 CPU-s to load; immutable, thread-safe) and runs the
+probes against itself. Weak: an encoder no bundle uses is freed as before."""
+
+
 def build_fastokens_encoder(tokenizer: Any) -> FastokensEncoder | None:
     """A :class:`FastokensEncoder` for ``tokenizer`` when ``fastokens`` is installed, loads its
     ``tokenizer.json`` and agrees with it on every probe (:func:`probe_texts`); else ``None``
-    (logged at INFO). Never raises."""
+    (logged at INFO). The loaded ``fastokens.Tokenizer`` is shared with a live encoder of the same
+    ``tokenizer.json`` text (:data:`_LOADED`); the probes run for every tokenizer. Never raises."""
     text = tokenizer_json(tokenizer)
     if text is None:
         return None
@@ -116,8 +126,11 @@ def build_fastokens_encoder(tokenizer: Any) -> FastokensEncoder | None:
         logger.info("fastokens: not installed")
         return None
     added = dict(tokenizer.get_added_vocab()) if hasattr(tokenizer, "get_added_vocab") else {}
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
     try:
-        encoder = FastokensEncoder(fastokens.Tokenizer.from_json_str(text), added)
+        twin = _LOADED.get(digest)
+        native = twin.native if twin is not None else fastokens.Tokenizer.from_json_str(text)
+        encoder = FastokensEncoder(native, added)
         bad = first_mismatch(encoder, tokenizer, probe_texts(added))
     except Exception as exc:  # noqa: BLE001 - any failure of the optional engine: keep the others
         logger.info("fastokens: cannot use it for this tokenizer (%s: %s)", type(exc).__name__, exc)
@@ -126,4 +139,5 @@ def build_fastokens_encoder(tokenizer: Any) -> FastokensEncoder | None:
         logger.info("fastokens: differs from Hugging Face on start-up probe %r; not using it", bad[:80])
         return None
     logger.info("fastokens: identical to Hugging Face on the start-up probes; using it")
+    _LOADED[digest] = encoder
     return encoder

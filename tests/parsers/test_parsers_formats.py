@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import model_dir
-from transformers import AutoTokenizer
+from conftest import hf_tokenizer
 
 import parsers
 from parsers.harness import call_delta_problems, run_stream
@@ -27,7 +26,7 @@ def parse(reasoning, tool, text, prompt=None, vocab=None, **ctx):
 
 @pytest.fixture(scope="module")
 def qwen_tok():
-    return AutoTokenizer.from_pretrained(model_dir("Qwen--Qwen3-0.6B"))
+    return hf_tokenizer("Qwen--Qwen3-0.6B")
 
 
 def test_registry_names_and_unknown_name():
