@@ -615,6 +615,45 @@ def clip_bytes(frames: int, fps: int, size: int = 64) -> bytes:
     return out.getvalue()
 
 
+def ts_bytes(frames: int, size: int, fps: int = 2) -> bytes:
+    """An MPEG-TS of ``frames`` ``size``² frames (MPEG-2 video), made with PyAV: TS files can be
+    joined byte by byte into one stream whose resolution changes where they meet."""
+    import io
+
+    import numpy as np
+
+    av = pytest.importorskip("av")
+    out = io.BytesIO()
+    with av.open(out, mode="w", format="mpegts") as container:
+        stream = container.add_stream("mpeg2video", rate=fps)
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for i in range(frames):
+            pixels = np.full((size, size, 3), (i * 37) % 256, dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return out.getvalue()
+
+
+def test_a_resolution_change_mid_stream_is_refused_at_the_first_such_frame() -> None:
+    """Every decoded frame must have the size the pixel and decode-byte limits were checked for
+    (the stream's): round 31's second newcomer joined 30 64×64 frames and 30 8000×8000 ones into
+    a 238 KB MPEG-TS whose header says 64×64; the server grew to 7.3 GB before ``np.stack``
+    refused the mixed shapes. Now the first larger frame is a 400, before it is converted."""
+    from render_service.errors import InvalidRequest
+    from render_service.render.multimodal.registry import ARCHITECTURES
+    from render_service.render.multimodal.video import decode_video
+
+    arch = ARCHITECTURES["qwen3_vl"]
+    small = ts_bytes(4, 64)
+    assert decode_video(small, arch, 50_000_000, {}).frames.shape[1:] == (64, 64, 3)
+    with pytest.raises(InvalidRequest, match=r"Failed to load video: frame \d+ is 256x256, "
+                                             r"the stream's frames are 64x64"):
+        decode_video(small + ts_bytes(4, 256), arch, 50_000_000, {})
+
+
 def metadata_value(b64: str, name: str) -> float:
     """A bfloat16 scalar of an ``mm_metadata`` item, as float (reference §3 layout)."""
     import numpy as np

@@ -36,6 +36,13 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Location", "/img.png" if left == 0 else f"/hop/{left - 1}")
             self.send_header("Content-Length", "0")
             self.end_headers()
+        elif self.path.startswith("/to?"):  # a redirect to the Location in the query, as given
+            from urllib.parse import unquote
+
+            self.send_response(302)
+            self.send_header("Location", unquote(self.path[4:]))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif self.path == "/chunked":
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
@@ -194,3 +201,15 @@ def test_a_file_url_that_is_no_regular_file_is_refused_at_once(tmp_path: Path) -
             load_url(url, policy)
     (tmp_path / "ok.png").write_bytes(PAYLOAD)
     assert load_url(f"file://{tmp_path}/ok.png", policy) == PAYLOAD
+
+
+@pytest.mark.parametrize("location", ["data:image/png;base64,AAAA", "data:,x", "javascript:alert(1)",
+                                      "mailto:a@b", "http:x", "x:y", "http://xn--/"])
+def test_a_redirect_that_cannot_be_followed_is_a_502(base: str, location: str) -> None:
+    """A media server answering 302 with a Location httpx cannot follow (not http(s), malformed,
+    an IDNA label it refuses) is the server's fault: 502 naming the host (round 31's second
+    newcomer: ``InvalidURL`` / ``IDNAError`` → 500 on every render route)."""
+    from urllib.parse import quote
+
+    with pytest.raises(MediaFetchFailed, match="Failed to fetch media from 127.0.0.1"):
+        load_url(f"{base}/to?{quote(location, safe='')}", LOCAL)

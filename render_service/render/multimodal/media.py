@@ -228,6 +228,15 @@ def _http_url(url: str, policy: FetchPolicy) -> bytes:
             raise MediaFetchFailed(
                 f"Failed to fetch media from {host}: {type(exc).__name__}: {exc}"
             ) from None
+        except RenderServiceError:
+            raise
+        except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
+            # httpx builds the redirect request from the answer's Location as it reads the head,
+            # also with follow_redirects off: a Location it cannot take (``data:...``, ``mailto:``,
+            # ``http://xn--/``) raises here, the media server's fault
+            raise MediaFetchFailed(
+                f"Failed to fetch media from {host}: its answer cannot be followed ({type(exc).__name__}: {exc})"
+            ) from None
     first = urlsplit(start).hostname or start
     raise MediaFetchFailed(
         f"Failed to fetch media from {first}: more than {policy.max_redirects} redirects (--media-max-redirects)"
