@@ -594,38 +594,19 @@ def test_parts_without_type_are_read_by_their_keys(serve: Any, media_copy: str) 
             f"be 'auto', 'low', 'high' or 'original' [type=literal_error, input_value={detail!r}"), error
 
 
-def clip_bytes(frames: int, fps: int, size: int = 64) -> bytes:
-    """An mp4 of ``frames`` frames at ``fps`` (H.264, ``size``² gradients), made with PyAV."""
+def clip_bytes(frames: int, fps: int, size: int = 64, container_format: str = "mp4",
+               codec: str = "libx264") -> bytes:
+    """A clip of ``frames`` frames at ``fps`` (``size``² gradients; an H.264 mp4 unless told),
+    made with PyAV. MPEG-TS files (``"mpegts"``, ``"mpeg2video"``) can be joined byte by byte into
+    one stream whose resolution changes where they meet."""
     import io
 
     import numpy as np
 
     av = pytest.importorskip("av")
     out = io.BytesIO()
-    with av.open(out, mode="w", format="mp4") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width = stream.height = size
-        stream.pix_fmt = "yuv420p"
-        for i in range(frames):
-            pixels = np.full((size, size, 3), (i * 37) % 256, dtype=np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return out.getvalue()
-
-
-def ts_bytes(frames: int, size: int, fps: int = 2) -> bytes:
-    """An MPEG-TS of ``frames`` ``size``² frames (MPEG-2 video), made with PyAV: TS files can be
-    joined byte by byte into one stream whose resolution changes where they meet."""
-    import io
-
-    import numpy as np
-
-    av = pytest.importorskip("av")
-    out = io.BytesIO()
-    with av.open(out, mode="w", format="mpegts") as container:
-        stream = container.add_stream("mpeg2video", rate=fps)
+    with av.open(out, mode="w", format=container_format) as container:
+        stream = container.add_stream(codec, rate=fps)
         stream.width = stream.height = size
         stream.pix_fmt = "yuv420p"
         for i in range(frames):
@@ -647,11 +628,11 @@ def test_a_resolution_change_mid_stream_is_refused_at_the_first_such_frame() -> 
     from render_service.render.multimodal.video import decode_video
 
     arch = ARCHITECTURES["qwen3_vl"]
-    small = ts_bytes(4, 64)
+    small = clip_bytes(4, 2, 64, "mpegts", "mpeg2video")
     assert decode_video(small, arch, 50_000_000, {}).frames.shape[1:] == (64, 64, 3)
     with pytest.raises(InvalidRequest, match=r"Failed to load video: frame \d+ is 256x256, "
                                              r"the stream's frames are 64x64"):
-        decode_video(small + ts_bytes(4, 256), arch, 50_000_000, {})
+        decode_video(small + clip_bytes(4, 2, 256, "mpegts", "mpeg2video"), arch, 50_000_000, {})
 
 
 def metadata_value(b64: str, name: str) -> float:
