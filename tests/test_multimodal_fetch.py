@@ -11,9 +11,12 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import trustme
+from conftest import model_dir
 
 from render_service.errors import InvalidRequest
 from render_service.render.multimodal.media import FetchPolicy, MediaFetchFailed, load_url
@@ -21,6 +24,12 @@ from render_service.render.multimodal.media import FetchPolicy, MediaFetchFailed
 PAYLOAD = b"\x89PNG" + bytes(range(256)) * 64
 RELEASE = threading.Event()
 """Set when the tests are done with ``/slow`` (its answer waits for it, at most 30 s)."""
+
+
+STALL = threading.Event()
+"""Set when the test is done with ``/stall`` (each request to it waits for this)."""
+STALLED: list[str] = []
+STALL_LOCK = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -34,6 +43,13 @@ class Handler(BaseHTTPRequestHandler):
             left = int(self.path.rsplit("/", 1)[1])
             self.send_response(302)
             self.send_header("Location", "/img.png" if left == 0 else f"/hop/{left - 1}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path == "/stall":  # answers once the test lets it (at most 60 s)
+            with STALL_LOCK:
+                STALLED.append(self.path)
+            STALL.wait(60)
+            self.send_response(404)
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif self.path.startswith("/to?"):  # a redirect to the Location in the query, as given
@@ -213,3 +229,38 @@ def test_a_redirect_that_cannot_be_followed_is_a_502(base: str, location: str) -
 
     with pytest.raises(MediaFetchFailed, match="Failed to fetch media from 127.0.0.1"):
         load_url(f"{base}/to?{quote(location, safe='')}", LOCAL)
+
+
+@pytest.mark.shared
+def test_a_stalled_media_server_holds_no_worker_slot(serve: Any, base: str) -> None:
+    """Renders whose image URL a media server does not answer hold I/O threads while they wait,
+    not the ``--renderer-threads`` slots: with 2 slots and 4 such renders in flight, all 4 fetches
+    reach the server and a text render is answered meanwhile (round 31's second newcomer: 8
+    renders of one hanging URL made a text render wait 9.7 s; 60 of them made it a 503)."""
+    client = serve(model=str(model_dir("Qwen--Qwen3-VL-2B-Instruct")), allow_private_media_urls=True,
+                   renderer_threads=2, media_fetch_timeout=60.0)
+    image = {"type": "image_url", "image_url": {"url": f"{base}/stall"}}
+    body = {"messages": [{"role": "user", "content": [image, {"type": "text", "text": "?"}]}]}
+    answers: list[Any] = []
+    STALL.clear()
+    STALLED.clear()
+    with httpx.Client(base_url=str(client.base_url), timeout=90) as other:
+        threads = [threading.Thread(target=lambda: answers.append(other.post(
+            "/v1/chat/completions/render", json=body))) for _ in range(4)]
+        try:
+            for t in threads:
+                t.start()
+            for _ in range(600):  # all four fetches arrive (only two did when each held a slot)
+                with STALL_LOCK:
+                    if len(STALLED) == 4:
+                        break
+                STALL.wait(0.05)
+            assert len(STALLED) == 4, STALLED
+            text = client.post("/v1/chat/completions/render",
+                               json={"messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+            assert text.status_code == 200 and not answers  # answered while the 4 still wait
+        finally:
+            STALL.set()
+            for t in threads:
+                t.join(90)
+    assert [a.status_code for a in answers] == [502] * 4, [a.text[:200] for a in answers]

@@ -204,7 +204,13 @@ def chat_prompt(
         conv = conversation(ct, settings, req.messages, media)
     forwarded = (req.kv_transfer_params or {}).get("prompt_token_ids")
     planned = None
-    if media is not None and media.parts and forwarded is None and multimodal.is_cached_only():
+    has_media = media is not None and bool(media.parts) and forwarded is None
+    if multimodal.is_loading_only():
+        # on an I/O thread (the render lane): load the media, then stop; a worker does the rest
+        loaded = multimodal.plan_parts(bundle, settings, media.parts, req.model_extra or {}) \
+            if media is not None and has_media else None
+        raise multimodal.NeedsWorker("media loaded: the render goes on on a worker", loaded)
+    if has_media and media is not None and multimodal.is_cached_only():
         # on the event loop: make sure before the template that every item is cached (NeedsWorker)
         planned = multimodal.plan_parts(bundle, settings, media.parts, req.model_extra or {})
     offsets = None

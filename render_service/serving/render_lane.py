@@ -29,7 +29,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..render.multimodal import NeedsWorker, cached_only, reusing_plan, state_for
+import anyio
+
+from ..render.multimodal import NeedsWorker, cached_only, loading_only, reusing_plan, state_for
 from . import metrics
 from .auth import GUARDED_PREFIXES, ApiKeyAuth
 from .fastlane import LaneApp, _read_body, _replay, accepted_json, log_post, whole_app
@@ -55,6 +57,11 @@ A vision-language model's render of such a body runs there too, but only while i
 the processed-media cache (a conversation's later turn: a lookup); an item to fetch, read or
 process raises :class:`NeedsWorker` before that work, and the render runs again on the pool."""
 Answer = Callable[[Any], Response]
+LOADING_THREADS = 64
+"""I/O threads per process that load media a render must fetch or read (:func:`_loading`), outside
+the worker pool: a media server that answers slowly (or never, up to ``--media-fetch-timeout``)
+holds one of these, not a ``--renderer-threads`` slot; more loads than this wait for one
+without holding a thread."""
 
 _REQUEST_ID = REQUEST_ID_HEADER.encode()
 _FINGERPRINT = FINGERPRINT_HEADER.encode()
@@ -180,6 +187,13 @@ def _from_cache(call: Callable[..., Any], *args: Any) -> Any:
         return call(*args)
 
 
+def _loading(call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` loading its media and stopping there
+    (:func:`~render_service.render.multimodal.loading_only`: :class:`NeedsWorker` with the plan)."""
+    with loading_only():
+        return call(*args)
+
+
 def _with_plan(plan: Any, call: Callable[..., Any], *args: Any) -> Any:
     """``call(*args)`` reusing the media parts a refused :func:`_from_cache` attempt planned
     (:func:`~render_service.render.multimodal.reusing_plan`: its decoded data URLs and keys)."""
@@ -193,9 +207,11 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
     ``handlers`` (``path -> handler(bundle, settings, body)``), each run on the app's pool as
     ``call(handler, bundle, settings, body, True)`` (the app's ``call_counting``)."""
 
+    loaders: list[anyio.CapacityLimiter] = []  # made on the event loop, at the first load
+
     async def run(path: str, body: Any, pool: WorkerPool, size: int) -> Any:
         bundle = app.state.bundle
-        plan = None
+        plan, load = None, False
         if size <= INLINE_SLOT_BYTES:
             if state_for(bundle, settings) is None:
                 if size <= INLINE_RENDER_BYTES:
@@ -206,9 +222,17 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
                     ran, result = pool.run_here(_from_cache, call, handlers[path], bundle, settings,
                                                 body, True)
                 except NeedsWorker as refused:  # media to fetch or process: a worker renders it
-                    ran, plan = False, refused.plan
+                    ran, plan, load = False, refused.plan, refused.must_load
             if ran:
                 return result
+        if load:  # fetch / read on an I/O thread first, so a slow media server holds no worker slot
+            if not loaders:
+                loaders.append(anyio.CapacityLimiter(LOADING_THREADS))
+            try:
+                return await anyio.to_thread.run_sync(_loading, call, handlers[path], bundle, settings,
+                                                      body, True, limiter=loaders[0])
+            except NeedsWorker as loaded:
+                plan = loaded.plan
         if plan is not None:  # the parts the attempt loaded and keyed are not loaded again
             return await pool.run(_with_plan, plan, call, handlers[path], bundle, settings, body, True)
         return await pool.run(call, handlers[path], bundle, settings, body, True)

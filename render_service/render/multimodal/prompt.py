@@ -625,11 +625,14 @@ class NeedsWorker(Exception):  # noqa: N818 - a signal to the caller, not an err
 
     ``plan``: when only processing is missing (every part loaded), the planned parts (data URLs
     decoded, cache keys); run the worker's render under :func:`reusing_plan` of it so that it
-    does not decode and key them again (``None`` otherwise)."""
+    does not decode and key them again (``None`` otherwise). ``must_load``: a part's URL must be
+    fetched or its file read (load it under :func:`loading_only` first, off the worker pool).
+    Also raised under :func:`loading_only` once the media is loaded."""
 
-    def __init__(self, reason: str, plan: list[PlannedPart] | None = None) -> None:
+    def __init__(self, reason: str, plan: list[PlannedPart] | None = None, must_load: bool = False) -> None:
         super().__init__(reason)
         self.plan = plan
+        self.must_load = must_load
 
 
 _LOCAL = threading.local()
@@ -651,6 +654,26 @@ def cached_only() -> Iterator[None]:
 def is_cached_only() -> bool:
     """Whether this thread is within :func:`cached_only`."""
     return getattr(_LOCAL, "cached_only", False)
+
+
+@contextmanager
+def loading_only() -> Iterator[None]:
+    """Within the block, on this thread, a chat render loads its media parts (fetches URLs, reads
+    files, decodes data URLs, keys them) and then stops with :class:`NeedsWorker` carrying the
+    plan, before any processing, template or encoding (``plan`` ``None``: nothing to load). The
+    render lane runs a render whose media must be fetched this way on an I/O thread outside the
+    worker pool, then the rest on the pool under :func:`reusing_plan`: a slow media server holds
+    an I/O thread, not one of the ``--renderer-threads`` every other render needs."""
+    _LOCAL.loading_only = True
+    try:
+        yield
+    finally:
+        _LOCAL.loading_only = False
+
+
+def is_loading_only() -> bool:
+    """Whether this thread is within :func:`loading_only`."""
+    return getattr(_LOCAL, "loading_only", False)
 
 
 @contextmanager
@@ -735,7 +758,7 @@ def _plan(state: MultimodalState, settings: Settings, parts: list[MediaPart], ex
             yield PlannedPart(part, reported, None, None)
             continue
         if inline and not part.url[:5].lower().startswith("data:"):
-            raise NeedsWorker("a media URL must be fetched or read")
+            raise NeedsWorker("a media URL must be fetched or read", must_load=True)
         earlier = None if inline else _earlier(index, part, proc, io_kw, factors)
         if earlier is not None:
             yield PlannedPart(part, reported, *earlier)
