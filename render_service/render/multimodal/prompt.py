@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -639,16 +639,21 @@ _LOCAL = threading.local()
 
 
 @contextmanager
-def cached_only() -> Iterator[None]:
+def _on_this_thread(name: str, value: Any) -> Iterator[None]:
+    """``_LOCAL.<name>`` is ``value`` within the block (``None`` / ``False`` after it)."""
+    setattr(_LOCAL, name, value)
+    try:
+        yield
+    finally:
+        setattr(_LOCAL, name, None if not isinstance(value, bool) else False)
+
+
+def cached_only() -> AbstractContextManager[None]:
     """Within the block, on this thread, a render may only serve media from the cache: anything
     else raises :class:`NeedsWorker` before it is done. The render lane runs a vision model's
     render this way on the event loop (a cached item costs a lookup, less than the hand-off to a
     worker thread) and hands it to a worker on :class:`NeedsWorker`."""
-    _LOCAL.cached_only = True
-    try:
-        yield
-    finally:
-        _LOCAL.cached_only = False
+    return _on_this_thread("cached_only", True)
 
 
 def is_cached_only() -> bool:
@@ -656,19 +661,14 @@ def is_cached_only() -> bool:
     return getattr(_LOCAL, "cached_only", False)
 
 
-@contextmanager
-def loading_only() -> Iterator[None]:
+def loading_only() -> AbstractContextManager[None]:
     """Within the block, on this thread, a chat render loads its media parts (fetches URLs, reads
     files, decodes data URLs, keys them) and then stops with :class:`NeedsWorker` carrying the
     plan, before any processing, template or encoding (``plan`` ``None``: nothing to load). The
     render lane runs a render whose media must be fetched this way on an I/O thread outside the
     worker pool, then the rest on the pool under :func:`reusing_plan`: a slow media server holds
     an I/O thread, not one of the ``--renderer-threads`` every other render needs."""
-    _LOCAL.loading_only = True
-    try:
-        yield
-    finally:
-        _LOCAL.loading_only = False
+    return _on_this_thread("loading_only", True)
 
 
 def is_loading_only() -> bool:
@@ -676,17 +676,12 @@ def is_loading_only() -> bool:
     return getattr(_LOCAL, "loading_only", False)
 
 
-@contextmanager
-def reusing_plan(plan: list[PlannedPart] | None) -> Iterator[None]:
+def reusing_plan(plan: list[PlannedPart] | None) -> AbstractContextManager[None]:
     """Within the block, on this thread, a render takes each media part's loaded bytes and
     cache key from ``plan`` (:attr:`NeedsWorker.plan` of the same request's refused attempt)
     where the part is the same (its URL, modality and processing/hash settings equal), instead of
     decoding its data URL and hashing it again; any other part is loaded as usual."""
-    _LOCAL.plan = plan
-    try:
-        yield
-    finally:
-        _LOCAL.plan = None
+    return _on_this_thread("plan", plan)
 
 
 def _earlier(index: int, part: MediaPart, proc: dict[str, Any], io_kw: dict[str, Any],
