@@ -24,7 +24,6 @@ from render_service.serving.app import create_app
 from render_service.serving.render_lane import INLINE_RENDER_BYTES
 from render_service.settings import Settings
 
-MODEL = model_dir("Qwen--Qwen3-0.6B")
 KEY = "lane-key-0123456789abcdef"
 CHAT = "/v1/chat/completions/render"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
@@ -107,7 +106,7 @@ def test_lane_answers_equal_the_full_stack():
         (CHAT, dict(small, request_id="body-id"), rid),
         ("/v1/completions/render", {"prompt": "Hello there", "max_tokens": 5}, rid),
         ("/v1/messages/render",
-         {"model": MODEL, "max_tokens": 9, "messages": [{"role": "user", "content": "Hi"}]}, rid),
+         {"model": model_dir("Qwen--Qwen3-0.6B"), "max_tokens": 9, "messages": [{"role": "user", "content": "Hi"}]}, rid),
         ("/v1/responses/render", {"input": "Hi", "request_id": "resp_x"}, {}),
         (CHAT, {"messages": "not a list"}, rid),  # 400 from the handler
         (CHAT, {"messages": [{"role": "wizard", "content": "x"}]}, rid),

@@ -205,7 +205,9 @@ GPT_OSS = SHARED / "models" / "openai--gpt-oss-20b"
 @pytest.fixture(scope="module")
 def oss():
     """The gpt-oss tokenizer and the composed Harmony parser with its marker ids."""
-    tok = tokenizer(GPT_OSS)
+    from conftest import shared_path
+
+    tok = tokenizer(shared_path("models", "openai--gpt-oss-20b"))
     return tok, parsers.get_parser("openai_gptoss", "openai", vocab=tok.get_vocab())
 
 
