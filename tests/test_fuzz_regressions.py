@@ -42,3 +42,16 @@ def test_history_tool_calls_of_a_wrong_shape_in_a_chat_derender(serve, calls, st
     rendered = client.post("/v1/chat/completions/render", json=chat)
     assert rendered.status_code == 400, rendered.text
     assert r.json() == rendered.json()  # the same error body as render's for the same messages
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions/render", "/tokenize", "/v1/chat/completions/derender",
+                                  "/v1/messages/render"])
+@pytest.mark.parametrize("digits", [400, 5000])
+def test_an_integer_of_thousands_of_digits_is_a_400(serve, path, digits):
+    """A JSON integer orjson cannot read (past 64 bits) is refused as a malformed body, also one of
+    more than 4,300 digits, where the standard library's second reading raised ValueError (int's
+    conversion limit) → 500 (round 31's third newcomer, on every route)."""
+    raw = '{"messages": [{"role": "user", "content": "x"}], "seed": 1' + "0" * digits + "}"
+    r = serve().post(path, content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text[:300]
+    assert r.json()["error"]["code"] == 400

@@ -220,7 +220,8 @@ def test_a_file_url_that_is_no_regular_file_is_refused_at_once(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("location", ["data:image/png;base64,AAAA", "data:,x", "javascript:alert(1)",
-                                      "mailto:a@b", "http:x", "x:y", "http://xn--/"])
+                                      "mailto:a@b", "http:x", "x:y", "http://xn--/", "ftp://a/b.png",
+                                      "file:///etc/passwd"])
 def test_a_redirect_that_cannot_be_followed_is_a_502(base: str, location: str) -> None:
     """A media server answering 302 with a Location httpx cannot follow (not http(s), malformed,
     an IDNA label it refuses) is the server's fault: 502 naming the host (round 31's second

@@ -175,9 +175,11 @@ async def read_json(request: Request) -> Any:
             raise RequestValidationError([{
                 "type": "json_invalid", "loc": ("body", std.pos), "msg": "JSON decode error",
                 "input": {}, "ctx": {"error": std.msg}}]) from None
-        except (UnicodeDecodeError, RecursionError):
+        except (ValueError, RecursionError):
+            # UnicodeDecodeError, or an integer of more than 4,300 digits (int's conversion limit)
             pass
-        # valid only to the standard library (NaN, Infinity): not JSON, refused as before
+        # valid only to the standard library (NaN, Infinity, integers past 64 bits): not JSON
+        # orjson reads, refused as before
         raise MalformedBody(f"1 validation error:\n  JSON decode error: {exc}") from None
 
 

@@ -180,7 +180,11 @@ def _http_url(url: str, policy: FetchPolicy) -> bytes:
     # vLLM's total fetch timeout; httpx's own timeout applies per connect / read.
     deadline = time.monotonic() + policy.timeout
     start = url
-    for _ in range(policy.max_redirects + 1):
+    for hop in range(policy.max_redirects + 1):
+        if hop and not url[:8].lower().startswith(("http://", "https://")):
+            # the media server redirected to ftp:, file:, ...: its fault (502), not the client's
+            raise MediaFetchFailed(f"Failed to fetch media from {urlsplit(start).hostname or start}: "
+                                   f"redirected to a URL that is not http(s) ({url[:60]!r})")
         host, ip, port = _check_target(url, policy)
         parts = urlsplit(url)
         # Connect to the checked address (no second lookup an attacker could change), keep the
