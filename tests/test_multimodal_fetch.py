@@ -52,6 +52,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(404)
             self.send_header("Content-Length", "0")
             self.end_headers()
+        elif self.path == "/nowhere":  # a redirect without a Location
+            self.send_response(302)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif self.path.startswith("/to?"):  # a redirect to the Location in the query, as given
             from urllib.parse import unquote
 
@@ -232,16 +236,26 @@ def test_a_redirect_that_cannot_be_followed_is_a_502(base: str, location: str) -
         load_url(f"{base}/to?{quote(location, safe='')}", LOCAL)
 
 
+def test_a_redirect_without_a_location_is_a_502(base: str) -> None:
+    """A 302 with no Location is the media server's failure (502 naming the status), not an empty
+    image (was 400 ``cannot identify image file``: round 31's fourth newcomer)."""
+    with pytest.raises(MediaFetchFailed, match="Failed to fetch media from 127.0.0.1: HTTP 302"):
+        load_url(f"{base}/nowhere", LOCAL)
+
+
 @pytest.mark.shared
-def test_a_stalled_media_server_holds_no_worker_slot(serve: Any, base: str) -> None:
+@pytest.mark.parametrize("padding", [0, 70_000])
+def test_a_stalled_media_server_holds_no_worker_slot(serve: Any, base: str, padding: int) -> None:
     """Renders whose image URL a media server does not answer hold I/O threads while they wait,
     not the ``--renderer-threads`` slots: with 2 slots and 4 such renders in flight, all 4 fetches
     reach the server and a text render is answered meanwhile (round 31's second newcomer: 8
-    renders of one hanging URL made a text render wait 9.7 s; 60 of them made it a 503)."""
+    renders of one hanging URL made a text render wait 9.7 s; 60 of them made it a 503). Also for
+    a body over the lane's inline bound (``padding``: 70 KB of text beside the image; the fourth
+    newcomer's such renders still fetched on the pool)."""
     client = serve(model=str(model_dir("Qwen--Qwen3-VL-2B-Instruct")), allow_private_media_urls=True,
                    renderer_threads=2, media_fetch_timeout=60.0)
     image = {"type": "image_url", "image_url": {"url": f"{base}/stall"}}
-    body = {"messages": [{"role": "user", "content": [image, {"type": "text", "text": "?"}]}]}
+    body = {"messages": [{"role": "user", "content": [image, {"type": "text", "text": "?" + " x" * (padding // 2)}]}]}
     answers: list[Any] = []
     STALL.clear()
     STALLED.clear()

@@ -153,7 +153,7 @@ def test_lane_renders_cached_media_on_the_loop_and_answers_as_the_full_stack() -
     app, runs = _app_with_recorder(settings)
     url = _image_url("inline-lane")
     small = _body(url)
-    large = _body(url, text="Describe. " * 7000)  # over INLINE_SLOT_BYTES: the worker pool always
+    large = _body(url, text="Describe. " * 7000)  # over INLINE_SLOT_BYTES: never on the loop
     assert len(str(large)) > render_lane.INLINE_SLOT_BYTES > len(str(small))
     headers = {"X-Request-Id": "inline-lane-1"}
 
@@ -177,7 +177,9 @@ def test_lane_renders_cached_media_on_the_loop_and_answers_as_the_full_stack() -
     assert cold_runs == [(True, True, False), (False, False, True)]
     assert warm_runs == [(True, True, False)]  # the cached turn: on the loop only
     assert full_runs == []  # the full stack calls the app's own handler on its pool
-    assert big_runs == big2_runs == [(False, False, False)]
+    # over the inline bound: its media loaded on an I/O thread (off the pool), then rendered on a
+    # worker with that plan
+    assert big_runs == big2_runs == [(False, False, False), (False, False, True)]
     assert cold.status_code == warm.status_code == whole.status_code == big.status_code == 200
     assert cold.content == warm.content == whole.content
     assert len(cold.content) > 2_000_000 and big.content == big2.content

@@ -119,7 +119,7 @@ def corked(send: Send) -> Iterator[None]:
     try:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, _CORK, 1)
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, ValueError):  # ValueError: uvloop's socket of a closed connection
         sock = None
     try:
         yield
@@ -127,8 +127,8 @@ def corked(send: Send) -> Iterator[None]:
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, _CORK, 0)
-            except OSError:
-                pass  # the connection is gone: nothing left to push
+            except (OSError, ValueError):
+                pass  # the connection is gone (uvloop: "negative file descriptor"): nothing to push
 
 
 def media_response(result: Any) -> Response | None:

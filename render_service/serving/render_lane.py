@@ -223,8 +223,12 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
                                                 body, True)
                 except NeedsWorker as refused:  # media to fetch or process: a worker renders it
                     ran, plan, load = False, refused.plan, refused.must_load
+                else:
+                    load = not ran  # no slot free at once: load its media off the pool first
             if ran:
                 return result
+        elif state_for(bundle, settings) is not None:
+            load = True  # a large vision render (over INLINE_SLOT_BYTES): its media loads off the pool
         if load:  # fetch / read on an I/O thread first, so a slow media server holds no worker slot
             if not loaders:
                 loaders.append(anyio.CapacityLimiter(LOADING_THREADS))

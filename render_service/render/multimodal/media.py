@@ -208,7 +208,7 @@ def _http_url(url: str, policy: FetchPolicy) -> bytes:
                     except ValueError as exc:
                         raise MediaFetchFailed(f"Failed to fetch media from {host}: bad redirect ({exc})") from None
                     continue
-                if resp.status_code >= 400:
+                if resp.status_code >= 400 or resp.is_redirect:  # a redirect without a Location too
                     raise MediaFetchFailed(f"Failed to fetch media from {host}: HTTP {resp.status_code}")
                 declared = resp.headers.get("content-length")
                 if declared is not None and declared.isdigit() and int(declared) > policy.max_bytes:
