@@ -109,16 +109,14 @@ class DecodeBudget:
         self.used = total
 
 
-def check_decode_bytes(n_frames: int, height: int, width: int, budget: DecodeBudget | None = None) -> int:
+def check_decode_bytes(n_frames: int, height: int, width: int, budget: DecodeBudget | None = None) -> None:
     """Spend ``n_frames`` RGB frames of ``height × width`` from ``budget`` (a fresh one when
-    ``None``: this video alone); returns their bytes.
+    ``None``: this video alone).
 
     Raises:
         InvalidRequest: the request's decoded bytes over :data:`DECODE_BYTES_LIMIT` (vLLM 0.33's text).
     """
-    nbytes = n_frames * height * width * 3
-    (budget if budget is not None else DecodeBudget()).spend(nbytes)
-    return nbytes
+    (budget if budget is not None else DecodeBudget()).spend(n_frames * height * width * 3)
 
 
 def _video_stream(container: Any) -> Any:
@@ -182,49 +180,52 @@ def decode_video(data: bytes, arch: VisionArch, max_pixels: int, io_kwargs: dict
         return reformat(frame, format="rgb24", threads=1).to_ndarray()  # type: ignore[no-any-return]
 
     fps = float(io_kwargs.get("fps", arch.video_fps))
-    size = [0, 0]  # every frame's (width, height): the stream's, else (it says 0) the first frame's
-    wanted = [0]  # frames the pass keeps (for the budget when the first frame sets the size)
+    size: tuple[int, int] | None = None  # every frame's (width, height): the stream's, else the first's
+    indices: list[int] = []  # the frames a pass keeps
     base = budget.used if budget is not None else 0
     trial = DecodeBudget(base)  # the request's decoded bytes with this video's kept frames
+
+    def adopt(width: int, height: int) -> None:
+        """The frame size of the video, checked against the pixel limit and, with the frames kept,
+        the request's decode budget."""
+        nonlocal size
+        if width * height > max_pixels:
+            raise too_many_pixels(width, height, max_pixels, "Video frame")
+        trial.used = base
+        check_decode_bytes(len(indices), height, width, trial)
+        size = (width, height)
 
     def check(index: int, frame: Any) -> None:
         # A stream may change resolution mid-way (a 238 KB MPEG-TS whose header says 64x64 went
         # on with 8000x8000 frames: 7 GB before np.stack refused the mixed shapes): each frame
         # must have the one size the pixel and byte limits were checked for.
-        got = [int(frame.width), int(frame.height)]
-        if got == size:
-            return
-        if size != [0, 0]:
+        got = (int(frame.width), int(frame.height))
+        if size is None:
+            adopt(*got)
+        elif got != size:
             raise InvalidRequest(f"Failed to load video: frame {index} is {got[0]}x{got[1]}, "
                                  f"the stream's frames are {size[0]}x{size[1]}")
-        if got[0] * got[1] > max_pixels:
-            raise too_many_pixels(got[0], got[1], max_pixels, "Video frame")
-        trial.used = base
-        check_decode_bytes(wanted[0], got[1], got[0], trial)
-        size[:] = got
 
     try:
         with opened as container:
             stream: Any = _video_stream(container)
             width, height = stream.width or 0, stream.height or 0
-            if width * height > max_pixels:
+            if width * height > max_pixels:  # before the frame count is read, as always
                 raise too_many_pixels(width, height, max_pixels, "Video frame")
-            size[:] = [width, height] if width and height else [0, 0]
             fps_src = float(stream.average_rate) if stream.average_rate else 0.0
             said = int(stream.frames or 0)
             try:
                 indices = sample_indices(arch, said, fps_src, fps) if said > 0 else []
             except InvalidRequest:  # decided on the decoded count below, as it always was
                 said, indices = -1, []
-            wanted[0] = len(indices)
-            check_decode_bytes(len(indices), height, width, trial)
+            if width and height:  # else the first decoded frame's size is taken (check)
+                adopt(width, height)
             kept, total = _decode_pass(container, stream, set(indices), to_rgb, check)
-        if total == 0:
+        if total == 0 or size is None:
             raise InvalidRequest("Failed to load video: no frames")
         if total != said:  # the container did not say, or said otherwise: sample the real count
             indices = sample_indices(arch, total, fps_src, fps)
-            trial.used = base
-            check_decode_bytes(len(indices), size[1], size[0], trial)
+            adopt(*size)
             with av.open(io.BytesIO(data), mode="r") as again:
                 kept, _ = _decode_pass(again, _video_stream(again), set(indices), to_rgb, check)
         rgb = np.stack([kept[i] for i in indices])
