@@ -204,15 +204,15 @@ def chat_prompt(
         conv = conversation(ct, settings, req.messages, media)
     forwarded = (req.kv_transfer_params or {}).get("prompt_token_ids")
     planned = None
-    has_media = media is not None and bool(media.parts) and forwarded is None
+    # the media parts this render processes (none when the prompt's ids are forwarded)
+    parts = media.parts if media is not None and forwarded is None else []
     if multimodal.is_loading_only():
         # on an I/O thread (the render lane): load the media, then stop; a worker does the rest
-        loaded = multimodal.plan_parts(bundle, settings, media.parts, req.model_extra or {}) \
-            if media is not None and has_media else None
+        loaded = multimodal.plan_parts(bundle, settings, parts, req.model_extra or {}) if parts else None
         raise multimodal.NeedsWorker("media loaded: the render goes on on a worker", loaded)
-    if has_media and media is not None and multimodal.is_cached_only():
+    if parts and multimodal.is_cached_only():
         # on the event loop: make sure before the template that every item is cached (NeedsWorker)
-        planned = multimodal.plan_parts(bundle, settings, media.parts, req.model_extra or {})
+        planned = multimodal.plan_parts(bundle, settings, parts, req.model_extra or {})
     offsets = None
     if forwarded is not None:
         ids = check_ids(bundle, forwarded, "kv_transfer_params.prompt_token_ids")
@@ -248,8 +248,8 @@ def chat_prompt(
     if not ids:
         raise InvalidRequest("No token_ids rendered", param="messages")
     result, places = None, None
-    if media is not None and media.parts and forwarded is None:
-        result = multimodal.process_parts(bundle, settings, media.parts, req.model_extra or {}, planned)
+    if parts:
+        result = multimodal.process_parts(bundle, settings, parts, req.model_extra or {}, planned)
         ids, places = multimodal.expand(ids, result)
         offsets = None
     if req.truncate_prompt_tokens is not None:

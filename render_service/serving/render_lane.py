@@ -207,9 +207,10 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
     ``handlers`` (``path -> handler(bundle, settings, body)``), each run on the app's pool as
     ``call(handler, bundle, settings, body, True)`` (the app's ``call_counting``)."""
 
-    loaders: list[anyio.CapacityLimiter] = []  # made on the event loop, at the first load
+    loader: anyio.CapacityLimiter | None = None  # made on the event loop, at the first load
 
     async def run(path: str, body: Any, pool: WorkerPool, size: int) -> Any:
+        nonlocal loader
         bundle = app.state.bundle
         plan, load = None, False
         if size <= INLINE_SLOT_BYTES:
@@ -230,11 +231,11 @@ def install(app: LaneApp, handlers: dict[str, Callable[[Any, Any, Any], Any]], s
         elif state_for(bundle, settings) is not None:
             load = True  # a large vision render (over INLINE_SLOT_BYTES): its media loads off the pool
         if load:  # fetch / read on an I/O thread first, so a slow media server holds no worker slot
-            if not loaders:
-                loaders.append(anyio.CapacityLimiter(LOADING_THREADS))
+            if loader is None:
+                loader = anyio.CapacityLimiter(LOADING_THREADS)
             try:
                 return await anyio.to_thread.run_sync(_loading, call, handlers[path], bundle, settings,
-                                                      body, True, limiter=loaders[0])
+                                                      body, True, limiter=loader)
             except NeedsWorker as loaded:
                 plan = loaded.plan
         if plan is not None:  # the parts the attempt loaded and keyed are not loaded again

@@ -203,10 +203,7 @@ def _http_url(url: str, policy: FetchPolicy) -> bytes:
                 client.stream("GET", target, headers=headers, extensions=ext) as resp,
             ):
                 if resp.is_redirect and "location" in resp.headers:
-                    try:
-                        url = urljoin(url, resp.headers["location"])
-                    except ValueError as exc:
-                        raise MediaFetchFailed(f"Failed to fetch media from {host}: bad redirect ({exc})") from None
+                    url = urljoin(url, resp.headers["location"])  # ValueError: 502 below
                     continue
                 if resp.status_code >= 400 or resp.is_redirect:  # a redirect without a Location too
                     raise MediaFetchFailed(f"Failed to fetch media from {host}: HTTP {resp.status_code}")
@@ -236,8 +233,8 @@ def _http_url(url: str, policy: FetchPolicy) -> bytes:
             raise
         except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
             # httpx builds the redirect request from the answer's Location as it reads the head,
-            # also with follow_redirects off: a Location it cannot take (``data:...``, ``mailto:``,
-            # ``http://xn--/``) raises here, the media server's fault
+            # also with follow_redirects off: a Location it (or urljoin) cannot take (``data:...``,
+            # ``mailto:``, ``http://xn--/``) raises here, the media server's fault
             raise MediaFetchFailed(
                 f"Failed to fetch media from {host}: its answer cannot be followed ({type(exc).__name__}: {exc})"
             ) from None
